@@ -1,0 +1,168 @@
+//! `doctor`: what works on this node and, when something does not, why.
+
+use crate::sources::cgroup::CgroupMounts;
+use crate::sources::Roots;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Check {
+    pub name: String,
+    /// "ok", "warn" or "fail".
+    pub status: String,
+    pub detail: String,
+}
+
+fn check(name: &str, ok: Result<String, String>, fail_is_warn: bool) -> Check {
+    match ok {
+        Ok(detail) => Check {
+            name: name.into(),
+            status: "ok".into(),
+            detail,
+        },
+        Err(detail) => Check {
+            name: name.into(),
+            status: if fail_is_warn { "warn" } else { "fail" }.into(),
+            detail,
+        },
+    }
+}
+
+pub fn run(roots: &Roots) -> Vec<Check> {
+    let mut out = Vec::new();
+    let proc = &roots.proc;
+    out.push(check(
+        "proc_root",
+        match std::fs::read_dir(proc) {
+            Ok(_) if proc.join("self").exists() || proc.join("1").exists() => {
+                Ok(format!("{} readable", proc.display()))
+            }
+            Ok(_) => Err(format!("{} is not a procfs", proc.display())),
+            Err(e) => Err(format!("{}: {e}", proc.display())),
+        },
+        false,
+    ));
+    if proc == std::path::Path::new("/proc") && std::path::Path::new("/host/proc/1").exists() {
+        out.push(check(
+            "host_proc",
+            Err("/host/proc exists: running in a container? use --proc-root /host/proc to see the node".into()),
+            true,
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    out.push(check(
+        "permissions",
+        if euid == 0 {
+            Ok("running as root".into())
+        } else {
+            match std::fs::read(proc.join("1/environ")) {
+                Ok(_) => Ok(format!("uid {euid}; other processes' environ readable")),
+                Err(e) => Err(format!(
+                    "uid {euid}: other users' processes cannot be discovered ({e}); run with sudo"
+                )),
+            }
+        },
+        true,
+    ));
+    out.push(check(
+        "schedstat",
+        match std::fs::read_to_string(proc.join("self/schedstat")) {
+            Ok(s) if s.split_whitespace().count() >= 3 => {
+                Ok("per-thread run_delay available".into())
+            }
+            Ok(_) => Err("schedstat is malformed".into()),
+            Err(e) => Err(format!(
+                "no /proc/<pid>/schedstat ({e}): run-queue delay unavailable (CONFIG_SCHED_INFO)"
+            )),
+        },
+        false,
+    ));
+    out.push(check(
+        "sched_migrations",
+        match std::fs::read_to_string(proc.join("self/sched")) {
+            Ok(s) if crate::sources::sched::parse_nr_migrations(&s).is_some() => {
+                Ok("se.nr_migrations available".into())
+            }
+            Ok(_) => Err(
+                "se.nr_migrations missing from /proc/<pid>/sched: migrations unavailable".into(),
+            ),
+            Err(e) => Err(format!(
+                "no /proc/<pid>/sched ({e}): migrations unavailable (CONFIG_SCHED_DEBUG)"
+            )),
+        },
+        true,
+    ));
+    let mounts = CgroupMounts::load(roots);
+    out.push(check(
+        "cgroup",
+        match (&mounts.v1_cpu, &mounts.v2) {
+            (Some(v1), Some(v2)) => Ok(format!(
+                "hybrid: v1 cpu at {}, v2 at {}",
+                v1.display(),
+                v2.display()
+            )),
+            (Some(v1), None) => Ok(format!("v1: cpu at {}", v1.display())),
+            (None, Some(v2)) => Ok(format!("v2 at {}", v2.display())),
+            (None, None) => {
+                Err("no cgroup cpu controller mounted: CFS throttling unavailable".into())
+            }
+        },
+        true,
+    ));
+    out.push(check(
+        "sock_diag",
+        (|| {
+            let mut sd = crate::sources::sockdiag::SockDiag::default();
+            let me = proc.join("self");
+            let ns = crate::sources::process::read_netns(&me).ok_or("cannot read own netns")?;
+            let n = sd.dump(ns, &me)?.len();
+            Ok(format!(
+                "tcp_info via NETLINK_SOCK_DIAG ({n} sockets in this namespace)"
+            ))
+        })()
+        .map_err(|e: String| {
+            format!("{e}: per-socket tcp_info unavailable, falling back to /proc/<pid>/net/tcp")
+        }),
+        true,
+    ));
+    out.push(check(
+        "pressure",
+        if proc.join("pressure/cpu").exists() {
+            Ok("PSI available".into())
+        } else {
+            Err("no /proc/pressure: PSI unavailable (psi=1 on the kernel command line)".into())
+        },
+        true,
+    ));
+    out
+}
+
+/// The process exit status doctor should use: non-zero when something failed.
+pub fn exit_code(checks: &[Check]) -> i32 {
+    if checks.iter().any(|c| c.status == "fail") {
+        1
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_node_passes_core_checks() {
+        let c = run(&Roots::default());
+        let get = |n: &str| c.iter().find(|x| x.name == n).unwrap().status.clone();
+        assert_eq!(get("proc_root"), "ok");
+        assert_eq!(get("schedstat"), "ok");
+        assert_eq!(exit_code(&c), 0);
+    }
+
+    #[test]
+    fn missing_proc_root_fails() {
+        let c = run(&Roots::new("/nonexistent/proc"));
+        assert_eq!(c[0].status, "fail");
+        assert_eq!(exit_code(&c), 1);
+    }
+}

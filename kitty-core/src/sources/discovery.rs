@@ -1,0 +1,147 @@
+//! Discovery: which processes to watch. Processes with the watch variable in
+//! their environment (default `KITTY_WATCH=1`) plus explicit `--pid`s; never
+//! kitty itself. Refreshed every few seconds by the sampler.
+
+use super::labels::{filter_environ, labels_from};
+use super::process::read_start_time;
+use super::Roots;
+use crate::frame::{Labels, ProcKey};
+
+#[derive(Debug, Clone)]
+pub struct WatchRule {
+    pub key: String,
+    pub value: String,
+    pub pids: Vec<u32>,
+}
+
+impl Default for WatchRule {
+    fn default() -> Self {
+        WatchRule {
+            key: "KITTY_WATCH".into(),
+            value: "1".into(),
+            pids: Vec::new(),
+        }
+    }
+}
+
+impl WatchRule {
+    /// Parses `KEY=VALUE` (as given to `--watch-env`).
+    pub fn parse_env(spec: &str) -> Result<(String, String), String> {
+        match spec.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("--watch-env expects KEY=VALUE, got {spec:?}")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watched {
+    pub key: ProcKey,
+    pub comm: String,
+    pub labels: Labels,
+}
+
+/// Lists the watched processes under the proc root.
+pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&roots.proc)? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let dir = entry.path();
+        let explicit = rule.pids.contains(&pid);
+        // environ is unreadable for other users' processes without privilege,
+        // and vanishes when the process exits: both mean "not watched".
+        let env = match std::fs::read(dir.join("environ")) {
+            Ok(blob) => filter_environ(&blob, &rule.key),
+            Err(_) if explicit => Vec::new(),
+            Err(_) => continue,
+        };
+        let marked = env.iter().any(|(k, v)| *k == rule.key && *v == rule.value);
+        if !marked && !explicit {
+            continue;
+        }
+        let Some((start_time, comm)) = read_start_time(&dir) else {
+            continue;
+        };
+        // Threads are not processes: skip zombies' leftovers and kernel threads.
+        let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+        out.push(Watched {
+            key: ProcKey { pid, start_time },
+            comm,
+            labels: labels_from(&env, &cgroup),
+        });
+    }
+    out.sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_marked_child_and_not_an_unmarked_one() {
+        let mut marked = std::process::Command::new("sleep")
+            .arg("30")
+            .env("KITTY_WATCH", "1")
+            .env("RANK", "5")
+            .env("SECRET_TOKEN", "x")
+            .spawn()
+            .unwrap();
+        let mut plain = std::process::Command::new("sleep")
+            .arg("30")
+            .env_remove("KITTY_WATCH")
+            .spawn()
+            .unwrap();
+        let found = discover(&Roots::default(), &WatchRule::default()).unwrap();
+        let _ = (marked.kill(), plain.kill(), marked.wait(), plain.wait());
+        let me = found
+            .iter()
+            .find(|w| w.key.pid == marked.id())
+            .expect("marked child found");
+        assert_eq!(me.labels.rank, Some(5));
+        assert!(!found.iter().any(|w| w.key.pid == plain.id()));
+        assert!(!found.iter().any(|w| w.key.pid == std::process::id()));
+    }
+
+    #[test]
+    fn explicit_pid_is_watched_without_marker() {
+        let mut plain = std::process::Command::new("sleep")
+            .arg("30")
+            .env_remove("KITTY_WATCH")
+            .spawn()
+            .unwrap();
+        let rule = WatchRule {
+            pids: vec![plain.id()],
+            ..Default::default()
+        };
+        let found = discover(&Roots::default(), &rule).unwrap();
+        let _ = (plain.kill(), plain.wait());
+        assert!(found.iter().any(|w| w.key.pid == plain.id()));
+    }
+
+    #[test]
+    fn unreadable_root_is_an_error() {
+        assert!(discover(&Roots::new("/nonexistent/proc"), &WatchRule::default()).is_err());
+    }
+
+    #[test]
+    fn watch_env_spec() {
+        assert_eq!(
+            WatchRule::parse_env("A=b").unwrap(),
+            ("A".into(), "b".into())
+        );
+        assert!(WatchRule::parse_env("=b").is_err());
+        assert!(WatchRule::parse_env("nope").is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! Host-wide readers: /proc/stat, loadavg, meminfo, pressure/*, net/dev and
+//! statvfs(/dev/shm). These formats are a few lines each and kitty needs the
+//! raw jiffies and totals (procfs converts them), so they are parsed here.
+
+use super::Roots;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostSample {
+    /// (busy, total) jiffies for all CPUs, then per CPU.
+    pub cpu_total: (u64, u64),
+    pub cpu_each: Vec<(u64, u64)>,
+    pub procs_running: Option<u64>,
+    pub procs_blocked: Option<u64>,
+    pub loadavg: Option<[f64; 3]>,
+    pub mem_total: Option<u64>,
+    pub mem_available: Option<u64>,
+    pub shm_total: Option<u64>,
+    pub shm_used: Option<u64>,
+    /// PSI: (some avg10 %, some total us) for cpu, memory, io.
+    pub psi: [Option<(f64, u64)>; 3],
+    pub interfaces: BTreeMap<String, (u64, u64)>,
+}
+
+pub fn read_host(roots: &Roots) -> HostSample {
+    let p = &roots.proc;
+    let mut h = HostSample::default();
+    if let Some(text) = super::read_opt(&p.join("stat")) {
+        parse_stat(&text, &mut h);
+    }
+    h.loadavg = super::read_opt(&p.join("loadavg")).and_then(|t| parse_loadavg(&t));
+    if let Some(text) = super::read_opt(&p.join("meminfo")) {
+        let m = parse_meminfo(&text);
+        h.mem_total = m.get("MemTotal").copied();
+        h.mem_available = m.get("MemAvailable").copied();
+    }
+    for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
+        h.psi[i] = super::read_opt(&p.join("pressure").join(name)).and_then(|t| parse_psi_some(&t));
+    }
+    // The host's interfaces are those of init's namespace, not kitty's own.
+    let dev = super::read_opt(&p.join("1/net/dev")).or_else(|| super::read_opt(&p.join("net/dev")));
+    if let Some(text) = dev {
+        h.interfaces = parse_net_dev(&text);
+    }
+    if let Some((total, used)) = statvfs(&roots.host_path("/dev/shm")) {
+        h.shm_total = Some(total);
+        h.shm_used = Some(used);
+    }
+    h
+}
+
+pub fn parse_stat(text: &str, h: &mut HostSample) {
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let Some(key) = it.next() else { continue };
+        if key.starts_with("cpu") {
+            let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            if v.len() < 4 {
+                continue;
+            }
+            // user nice system idle iowait irq softirq steal (guest is in user).
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v[3] + v.get(4).copied().unwrap_or(0);
+            let pair = (total - idle, total);
+            if key == "cpu" {
+                h.cpu_total = pair;
+            } else {
+                h.cpu_each.push(pair);
+            }
+        } else if key == "procs_running" {
+            h.procs_running = it.next().and_then(|v| v.parse().ok());
+        } else if key == "procs_blocked" {
+            h.procs_blocked = it.next().and_then(|v| v.parse().ok());
+        }
+    }
+}
+
+pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+/// meminfo values in bytes.
+pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let mut parts = v.split_whitespace();
+            let n: u64 = parts.next()?.parse().ok()?;
+            let mult = if parts.next() == Some("kB") { 1024 } else { 1 };
+            Some((k.to_string(), n * mult))
+        })
+        .collect()
+}
+
+/// `some avg10=.. avg60=.. avg300=.. total=..` -> (avg10, total).
+pub fn parse_psi_some(text: &str) -> Option<(f64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    let mut avg10 = None;
+    let mut total = None;
+    for kv in line.split_whitespace().skip(1) {
+        match kv.split_once('=') {
+            Some(("avg10", v)) => avg10 = v.parse().ok(),
+            Some(("total", v)) => total = v.parse().ok(),
+            _ => {}
+        }
+    }
+    Some((avg10?, total?))
+}
+
+/// interface -> (rx bytes, tx bytes).
+pub fn parse_net_dev(text: &str) -> BTreeMap<String, (u64, u64)> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (v.len() >= 9).then(|| (name.trim().to_string(), (v[0], v[8])))
+        })
+        .collect()
+}
+
+fn statvfs(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path, s a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    let total = s.f_blocks as u64 * s.f_frsize as u64;
+    let free = s.f_bfree as u64 * s.f_frsize as u64;
+    Some((total, total.saturating_sub(free)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_host_files() {
+        let mut h = HostSample::default();
+        parse_stat(include_str!("../../tests/fixtures/proc/host_stat"), &mut h);
+        assert!(h.cpu_total.1 > h.cpu_total.0);
+        assert_eq!(h.cpu_each.len(), 2);
+        assert!(h.procs_running.unwrap() >= 1);
+        assert!(parse_loadavg(include_str!("../../tests/fixtures/proc/loadavg")).is_some());
+        let m = parse_meminfo(include_str!("../../tests/fixtures/proc/meminfo"));
+        assert!(m["MemAvailable"] > 1 << 20 && m["MemAvailable"] <= m["MemTotal"]);
+        let (avg10, total) =
+            parse_psi_some(include_str!("../../tests/fixtures/proc/pressure_cpu")).unwrap();
+        assert!(avg10 >= 0.0 && total > 0);
+        assert!(parse_psi_some(include_str!("../../tests/fixtures/proc/pressure_io")).is_some());
+        let dev = parse_net_dev(include_str!("../../tests/fixtures/proc/net_dev"));
+        assert!(dev.contains_key("lo"));
+    }
+
+    #[test]
+    fn odd_inputs() {
+        assert_eq!(parse_loadavg(""), None);
+        assert_eq!(
+            parse_psi_some("full avg10=0 total=1\n"),
+            None,
+            "no some line (memory on old kernels)"
+        );
+        let mut h = HostSample::default();
+        parse_stat("cpu 1 2\nintr 5\n", &mut h);
+        assert_eq!(h.cpu_total, (0, 0));
+        assert!(parse_net_dev("garbage").is_empty());
+    }
+
+    #[test]
+    fn live_host() {
+        let h = read_host(&Roots::default());
+        assert!(h.cpu_total.1 > 0 && !h.cpu_each.is_empty());
+        assert!(h.mem_available.is_some());
+        assert!(h.shm_total.is_some());
+    }
+}

@@ -1,0 +1,54 @@
+//! Sources: readers of the live system. Each returns raw samples; rates and
+//! verdicts are computed elsewhere from two samples.
+
+pub mod cgroup;
+pub mod discovery;
+pub mod host;
+pub mod labels;
+pub mod netstat;
+pub mod process;
+pub mod sched;
+pub mod sockdiag;
+pub mod tcp_table;
+
+use std::path::{Path, PathBuf};
+
+/// Where the host's /proc lives (`/proc`, or `/host/proc` under kubectl debug)
+/// and the root of the filesystem that holds it (for /sys and /dev/shm).
+#[derive(Debug, Clone)]
+pub struct Roots {
+    pub proc: PathBuf,
+    pub host: PathBuf,
+}
+
+impl Roots {
+    pub fn new(proc_root: impl Into<PathBuf>) -> Self {
+        let proc: PathBuf = proc_root.into();
+        let host = match proc.parent() {
+            Some(p) if proc.file_name().is_some_and(|n| n == "proc") => p.to_path_buf(),
+            _ => PathBuf::from("/"),
+        };
+        Roots { proc, host }
+    }
+
+    pub fn pid_dir(&self, pid: u32) -> PathBuf {
+        self.proc.join(pid.to_string())
+    }
+
+    /// A host path such as `/sys/fs/cgroup` seen under the host root.
+    pub fn host_path(&self, abs: &str) -> PathBuf {
+        self.host.join(abs.trim_start_matches('/'))
+    }
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Roots::new("/proc")
+    }
+}
+
+/// Reads a small file into a string; a missing file is `None`, not an error,
+/// since processes and kernel features come and go.
+pub fn read_opt(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}

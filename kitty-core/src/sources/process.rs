@@ -1,0 +1,258 @@
+//! Per-process readers: /proc/<pid>/{stat,status,io,fd,task/*/schedstat,task/*/sched}.
+//!
+//! Every reader tolerates the process vanishing mid-read: the sampler then
+//! drops it and emits a "rank exited" event.
+
+use super::sched::parse_nr_migrations;
+use procfs::process::{Io, Schedstat, Stat, Status};
+use procfs::FromRead;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One process's counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcSample {
+    pub pid: u32,
+    pub start_time: u64,
+    pub comm: String,
+    pub state: char,
+    pub cpu_ticks: u64,
+    pub threads: u64,
+    pub rss_bytes: Option<u64>,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub affinity_cpus: Option<u32>,
+    pub io_read_bytes: Option<u64>,
+    pub io_write_bytes: Option<u64>,
+    /// Sums over all threads: the leader's own files only describe the leader.
+    pub run_delay_ns: u64,
+    pub exec_ns: u64,
+    pub nr_migrations: u64,
+    pub migrations_known: bool,
+    pub per_thread: BTreeMap<u32, ThreadSample>,
+    pub fds: Option<u64>,
+    /// Inodes of the process's sockets (`socket:[N]` fd links).
+    pub socket_inodes: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThreadSample {
+    pub comm: String,
+    pub run_delay_ns: u64,
+    pub exec_ns: u64,
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// The process is gone (ENOENT/ESRCH): not an error, just an exit.
+    Gone,
+    Other(String),
+}
+
+fn classify(e: procfs::ProcError) -> ReadError {
+    match e {
+        procfs::ProcError::NotFound(_) => ReadError::Gone,
+        procfs::ProcError::Io(ref io, _) if io.kind() == std::io::ErrorKind::NotFound => {
+            ReadError::Gone
+        }
+        other => ReadError::Other(other.to_string()),
+    }
+}
+
+/// Reads the start time only (cheap identity check for discovery).
+pub fn read_start_time(dir: &Path) -> Option<(u64, String)> {
+    let stat = Stat::from_file(dir.join("stat")).ok()?;
+    Some((stat.starttime, stat.comm))
+}
+
+/// Reads everything kitty samples for one process directory (`/proc/<pid>`).
+pub fn read_process(dir: &Path, page_size: u64) -> Result<ProcSample, ReadError> {
+    let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
+    let status = Status::from_file(dir.join("status")).map_err(classify)?;
+    let io = Io::from_file(dir.join("io")).ok();
+    let mut sample = ProcSample {
+        pid: stat.pid as u32,
+        start_time: stat.starttime,
+        comm: stat.comm.clone(),
+        state: stat.state,
+        cpu_ticks: stat.utime + stat.stime,
+        threads: stat.num_threads.max(0) as u64,
+        rss_bytes: status
+            .vmrss
+            .map(|kb| kb * 1024)
+            .or(Some(stat.rss * page_size)),
+        ctx_voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
+        ctx_involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
+        affinity_cpus: status.cpus_allowed_list.as_deref().map(count_cpus),
+        io_read_bytes: io.as_ref().map(|i| i.read_bytes),
+        io_write_bytes: io.as_ref().map(|i| i.write_bytes),
+        ..Default::default()
+    };
+    read_threads(dir, &mut sample);
+    read_fds(dir, &mut sample);
+    Ok(sample)
+}
+
+/// Number of CPUs in a Cpus_allowed_list of inclusive ranges.
+pub fn count_cpus(ranges: &[(u32, u32)]) -> u32 {
+    ranges.iter().map(|(a, b)| b.saturating_sub(*a) + 1).sum()
+}
+
+fn read_threads(dir: &Path, sample: &mut ProcSample) {
+    let Ok(tasks) = std::fs::read_dir(dir.join("task")) else {
+        return;
+    };
+    let mut migrations_known = false;
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let tdir = task.path();
+        // A thread that exits between listing and reading is simply skipped.
+        let Ok(ss) = Schedstat::from_file(tdir.join("schedstat")) else {
+            continue;
+        };
+        sample.run_delay_ns += ss.run_delay;
+        sample.exec_ns += ss.sum_exec_runtime;
+        if let Some(m) = std::fs::read_to_string(tdir.join("sched"))
+            .ok()
+            .as_deref()
+            .and_then(parse_nr_migrations)
+        {
+            sample.nr_migrations += m;
+            migrations_known = true;
+        }
+        let comm = std::fs::read_to_string(tdir.join("comm"))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default();
+        sample.per_thread.insert(
+            tid,
+            ThreadSample {
+                comm,
+                run_delay_ns: ss.run_delay,
+                exec_ns: ss.sum_exec_runtime,
+            },
+        );
+    }
+    sample.migrations_known = migrations_known;
+}
+
+fn read_fds(dir: &Path, sample: &mut ProcSample) {
+    let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
+        return;
+    };
+    let mut count = 0u64;
+    for fd in fds.flatten() {
+        count += 1;
+        if let Ok(target) = std::fs::read_link(fd.path()) {
+            if let Some(inode) = parse_socket_link(target.as_os_str().to_str().unwrap_or("")) {
+                sample.socket_inodes.push(inode);
+            }
+        }
+    }
+    sample.fds = Some(count);
+    sample.socket_inodes.sort_unstable();
+    sample.socket_inodes.dedup();
+}
+
+/// `socket:[12345]` -> 12345.
+pub fn parse_socket_link(target: &str) -> Option<u64> {
+    target
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// Inode of a process's network namespace (`net:[4026531840]`).
+pub fn read_netns(dir: &Path) -> Option<u64> {
+    let link = std::fs::read_link(dir.join("ns/net")).ok()?;
+    link.to_str()?
+        .strip_prefix("net:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc");
+        for f in ["stat", "status", "io"] {
+            std::fs::copy(src.join(f), d.path().join(f)).unwrap();
+        }
+        let t = d.path().join("task/77");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::copy(src.join("schedstat"), t.join("schedstat")).unwrap();
+        std::fs::copy(src.join("sched"), t.join("sched")).unwrap();
+        let t2 = d.path().join("task/78");
+        std::fs::create_dir_all(&t2).unwrap();
+        std::fs::write(t2.join("schedstat"), "1000 500 3\n").unwrap();
+        // An older kernel: no sched file for this thread.
+        d
+    }
+
+    #[test]
+    fn reads_captured_process_and_sums_threads() {
+        let d = fixture_dir();
+        let s = read_process(d.path(), 4096).unwrap();
+        assert!(s.pid > 0);
+        assert!(s.start_time > 0);
+        assert_eq!(s.comm, "python3");
+        assert_eq!(s.run_delay_ns, 995_164 + 500);
+        assert_eq!(s.exec_ns, 93_631_738 + 1000);
+        assert_eq!(s.nr_migrations, 6);
+        assert!(s.migrations_known);
+        assert_eq!(s.per_thread.len(), 2);
+        assert!(s.affinity_cpus.unwrap() >= 1);
+        assert!(s.io_read_bytes.is_some());
+        assert_eq!(s.fds, None, "no fd dir in the fixture");
+    }
+
+    #[test]
+    fn missing_process_is_gone_not_error() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            read_process(&d.path().join("999999"), 4096),
+            Err(ReadError::Gone)
+        ));
+    }
+
+    #[test]
+    fn empty_stat_is_an_error_not_a_panic() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("stat"), "").unwrap();
+        assert!(read_process(d.path(), 4096).is_err());
+    }
+
+    #[test]
+    fn socket_links_and_cpu_ranges() {
+        assert_eq!(parse_socket_link("socket:[4242]"), Some(4242));
+        assert_eq!(parse_socket_link("pipe:[4242]"), None);
+        assert_eq!(parse_socket_link("/dev/null"), None);
+        assert_eq!(count_cpus(&[(0, 3), (8, 8)]), 5);
+    }
+
+    #[test]
+    fn reads_live_self_with_sockets() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = read_process(Path::new("/proc/self"), 4096).unwrap();
+        assert!(s.threads >= 1);
+        assert!(s.fds.unwrap() >= 1);
+        let inode = {
+            use std::os::fd::AsRawFd;
+            let link =
+                std::fs::read_link(format!("/proc/self/fd/{}", listener.as_raw_fd())).unwrap();
+            parse_socket_link(link.to_str().unwrap()).unwrap()
+        };
+        assert!(s.socket_inodes.contains(&inode));
+        assert!(read_netns(Path::new("/proc/self")).is_some());
+    }
+}

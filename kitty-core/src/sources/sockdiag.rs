@@ -1,0 +1,244 @@
+//! tcp_info for every TCP socket of a network namespace via NETLINK_SOCK_DIAG.
+//!
+//! A netlink socket answers for the namespace it was created in, so for each
+//! namespace a short-lived helper thread enters it (setns affects only the
+//! calling thread), opens the socket and leaves; the socket is then reused on
+//! every tick. This is what per-rank network numbers need: /proc/<pid>/net/snmp
+//! is shared by every rank of a pod.
+
+use super::tcp_table::{state_name, SocketRaw};
+use crate::frame::TcpInfo;
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_sock_diag::{
+    constants::{AF_INET, AF_INET6, IPPROTO_TCP},
+    inet::{nlas::Nla, ExtensionFlags, InetRequest, SocketId, StateFlags},
+    SockDiagMessage,
+};
+use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
+use std::collections::HashMap;
+use std::net::SocketAddr as InetAddr;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// One open sock_diag socket per network namespace.
+#[derive(Default)]
+pub struct SockDiag {
+    by_netns: HashMap<u64, Socket>,
+}
+
+impl SockDiag {
+    /// All TCP sockets (v4 and v6) of the namespace that `pid_dir`'s process lives in.
+    pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>, String> {
+        if !self.by_netns.contains_key(&netns) {
+            let sock = open_in_netns(pid_dir)?;
+            self.by_netns.insert(netns, sock);
+        }
+        let sock = self.by_netns.get_mut(&netns).expect("inserted above");
+        let mut out = HashMap::new();
+        for family in [AF_INET, AF_INET6] {
+            if let Err(e) = dump_family(sock, family, &mut out) {
+                // A broken socket is reopened next tick.
+                self.by_netns.remove(&netns);
+                return Err(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets namespaces no watched process lives in any more.
+    pub fn retain(&mut self, live: &[u64]) {
+        self.by_netns.retain(|ns, _| live.contains(ns));
+    }
+}
+
+fn new_socket() -> Result<Socket, String> {
+    let mut s = Socket::new(NETLINK_SOCK_DIAG).map_err(|e| format!("sock_diag socket: {e}"))?;
+    s.bind_auto().map_err(|e| format!("sock_diag bind: {e}"))?;
+    s.connect(&SocketAddr::new(0, 0))
+        .map_err(|e| format!("sock_diag connect: {e}"))?;
+    Ok(s)
+}
+
+fn same_netns_as_me(pid_dir: &Path) -> bool {
+    match (
+        std::fs::read_link(pid_dir.join("ns/net")),
+        std::fs::read_link("/proc/self/ns/net"),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Opens a sock_diag socket inside the network namespace of a process.
+pub fn open_in_netns(pid_dir: &Path) -> Result<Socket, String> {
+    if same_netns_as_me(pid_dir) {
+        return new_socket();
+    }
+    let ns = std::fs::File::open(pid_dir.join("ns/net")).map_err(|e| format!("open netns: {e}"))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: setns on this helper thread only; the thread ends right after.
+                let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    return Err(format!(
+                        "setns: {} (needs CAP_SYS_ADMIN)",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                new_socket()
+            })
+            .join()
+            .map_err(|_| "netns helper thread panicked".to_string())?
+    })
+}
+
+fn dump_family(
+    sock: &mut Socket,
+    family: u8,
+    out: &mut HashMap<u64, SocketRaw>,
+) -> Result<(), String> {
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let socket_id = if family == AF_INET {
+        SocketId::new_v4()
+    } else {
+        SocketId::new_v6()
+    };
+    let mut msg = NetlinkMessage::new(
+        hdr,
+        SockDiagMessage::InetRequest(InetRequest {
+            family,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::INFO,
+            states: StateFlags::all() & !(StateFlags::LISTEN | StateFlags::TIME_WAIT),
+            socket_id,
+        })
+        .into(),
+    );
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    sock.send(&buf, 0)
+        .map_err(|e| format!("sock_diag send: {e}"))?;
+
+    let mut rx = vec![0u8; 64 * 1024];
+    loop {
+        let n = sock
+            .recv(&mut &mut rx[..], 0)
+            .map_err(|e| format!("sock_diag recv: {e}"))?;
+        let mut off = 0;
+        while off < n {
+            let m = NetlinkMessage::<SockDiagMessage>::deserialize(&rx[off..n])
+                .map_err(|e| format!("sock_diag decode: {e}"))?;
+            let len = m.header.length as usize;
+            match m.payload {
+                NetlinkPayload::Done(_) => return Ok(()),
+                NetlinkPayload::Error(e) => return Err(format!("sock_diag: {e}")),
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+                    let h = &r.header;
+                    let info = r.nlas.iter().find_map(|nla| match nla {
+                        Nla::TcpInfo(bytes) => Some(decode_tcp_info(bytes)),
+                        _ => None,
+                    });
+                    let id = &h.socket_id;
+                    out.insert(
+                        h.inode as u64,
+                        SocketRaw {
+                            inode: h.inode as u64,
+                            local: InetAddr::new(id.source_address, id.source_port),
+                            remote: InetAddr::new(id.destination_address, id.destination_port),
+                            state: state_name(h.state),
+                            tx_queue: h.send_queue as u64,
+                            rx_queue: h.recv_queue as u64,
+                            info,
+                        },
+                    );
+                }
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+}
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    b.get(off..off + 4)
+        .map(|s| u32::from_ne_bytes(s.try_into().unwrap()))
+}
+
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    b.get(off..off + 8)
+        .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
+}
+
+/// Decodes `struct tcp_info` (linux/tcp.h) by its fixed ABI offsets; fields a
+/// shorter (older kernel) struct lacks come back as None. Written by hand
+/// because netlink-packet-sock-diag hands INET_DIAG_INFO over as raw bytes.
+pub fn decode_tcp_info(b: &[u8]) -> TcpInfo {
+    TcpInfo {
+        rtt_us: u32_at(b, 68).unwrap_or(0),
+        rttvar_us: u32_at(b, 72).unwrap_or(0),
+        snd_cwnd: u32_at(b, 80).unwrap_or(0),
+        total_retrans: u32_at(b, 100).unwrap_or(0),
+        bytes_acked: u64_at(b, 120),
+        bytes_received: u64_at(b, 128),
+        segs_out: u32_at(b, 136),
+        segs_in: u32_at(b, 140),
+        notsent_bytes: u32_at(b, 144),
+        min_rtt_us: u32_at(b, 148),
+        delivery_rate: u64_at(b, 160),
+        busy_time_us: u64_at(b, 168),
+        rwnd_limited_us: u64_at(b, 176),
+        sndbuf_limited_us: u64_at(b, 184),
+        bytes_sent: u64_at(b, 200),
+        bytes_retrans: u64_at(b, 208),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn short_struct_from_older_kernel() {
+        let mut b = vec![0u8; 104];
+        b[68..72].copy_from_slice(&1500u32.to_ne_bytes());
+        b[100..104].copy_from_slice(&9u32.to_ne_bytes());
+        let i = decode_tcp_info(&b);
+        assert_eq!((i.rtt_us, i.total_retrans), (1500, 9));
+        assert_eq!(i.bytes_acked, None);
+        assert_eq!(decode_tcp_info(&[]), TcpInfo::default());
+    }
+
+    #[test]
+    fn live_loopback_connection_has_tcp_info() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        c.write_all(&[7u8; 100_000]).unwrap();
+        let mut got = vec![0u8; 100_000];
+        a.read_exact(&mut got).unwrap();
+        let inode = {
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", c.as_raw_fd())).unwrap();
+            super::super::process::parse_socket_link(link.to_str().unwrap()).unwrap()
+        };
+        let mut sd = SockDiag::default();
+        let netns = super::super::process::read_netns(Path::new("/proc/self")).unwrap();
+        let all = sd
+            .dump(netns, Path::new("/proc/self"))
+            .expect("sock_diag works in own netns");
+        let s = all.get(&inode).expect("our socket is in the dump");
+        assert_eq!(s.local, c.local_addr().unwrap());
+        assert_eq!(s.state, "ESTABLISHED");
+        let info = s.info.as_ref().expect("tcp_info present");
+        assert!(info.bytes_acked.unwrap() >= 100_000, "{info:?}");
+        assert!(info.segs_out.unwrap() > 0);
+    }
+}
