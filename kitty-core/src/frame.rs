@@ -35,6 +35,10 @@ pub struct Frame {
     pub events: Vec<Event>,
     #[serde(default)]
     pub verdicts: Vec<Verdict>,
+    /// Step time a job reports about itself, by job name (the demo job does;
+    /// real jobs may later through a side channel). Ground truth for checks.
+    #[serde(default)]
+    pub job_step_ms: BTreeMap<String, f64>,
 }
 
 /// Identity of a watched process: a pid alone is not enough (pid reuse).

@@ -353,6 +353,7 @@ impl Sampler {
             sources,
             events,
             verdicts: Vec::new(),
+            job_step_ms: BTreeMap::new(),
         };
         self.seq += 1;
         frame

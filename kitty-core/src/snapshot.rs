@@ -57,5 +57,6 @@ pub fn snapshot_json(f: &Frame) -> Value {
         "host": {"signals": f.host.signals, "cpu_pct": f.host.cpu_pct},
         "netns": f.netns.iter().map(|n| json!({"inode": n.inode, "pids": n.pids, "signals": n.signals})).collect::<Vec<_>>(),
         "verdicts": f.verdicts,
+        "job_step_ms": f.job_step_ms,
     })
 }

@@ -1,0 +1,103 @@
+//! Commands: each turns CLI arguments into an engine and a sink.
+
+mod doctor;
+mod export;
+mod record;
+mod replay;
+
+pub use replay::open as replay_open;
+mod snapshot;
+
+use crate::cli::{Cli, Command, Common};
+use kitty_core::sampler::SamplerConfig;
+use kitty_core::sources::discovery::WatchRule;
+use kitty_core::sources::Roots;
+
+/// A command's failure: printed as one line, exit status 2.
+pub type Result<T> = std::result::Result<T, String>;
+
+pub fn dispatch(cli: Cli) -> Result<i32> {
+    let common = cli.common.clone();
+    match cli.command {
+        None => crate::tui::run_live(sampler_config(&common)?, cli.record, None),
+        Some(Command::Record { output, duration }) => {
+            record::run(sampler_config(&common)?, &output, duration)
+        }
+        Some(Command::Snapshot { json: _, duration }) => {
+            snapshot::run(sampler_config(&common)?, duration)
+        }
+        Some(Command::Doctor { json }) => doctor::run(&common, json),
+        Some(Command::Replay { file, dump }) => {
+            if dump {
+                replay::dump(&file)
+            } else {
+                crate::tui::run_replay(&file)
+            }
+        }
+        Some(Command::Export {
+            file,
+            format,
+            output,
+        }) => export::run(&file, format, output.as_deref()),
+        Some(Command::Demo(args)) => crate::demo::run(args, sampler_config(&common)?, cli.record),
+        Some(Command::DemoRank(args)) => crate::demo::ring::run(args),
+        Some(Command::DemoHog { cpu, threads }) => crate::demo::hog(cpu, threads),
+    }
+}
+
+/// Validates the common options and builds the sampler's configuration.
+pub fn sampler_config(c: &Common) -> Result<SamplerConfig> {
+    let roots = Roots::new(&c.proc_root);
+    std::fs::read_dir(&roots.proc)
+        .map_err(|e| format!("cannot read proc root {}: {e}", roots.proc.display()))?;
+    if !roots.proc.join("self").exists() && !roots.proc.join("1").exists() {
+        return Err(format!(
+            "{} does not look like a procfs",
+            roots.proc.display()
+        ));
+    }
+    for pid in &c.pids {
+        if !roots.pid_dir(*pid).join("stat").exists() {
+            return Err(format!(
+                "pid {pid} does not exist under {}",
+                roots.proc.display()
+            ));
+        }
+    }
+    let (key, value) = WatchRule::parse_env(&c.watch_env)?;
+    Ok(SamplerConfig {
+        roots,
+        rule: WatchRule {
+            key,
+            value,
+            pids: c.pids.clone(),
+        },
+        interval: c.interval,
+        sock_diag: !c.no_sock_diag,
+        ..SamplerConfig::default()
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP set this flag; loops poll it.
+pub fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let _ = signal_hook::flag::register(sig, flag.clone());
+    }
+    flag
+}
+
+/// The header written at the start of a recording.
+pub fn header_for(cfg: &SamplerConfig) -> kitty_core::record::Header {
+    kitty_core::record::Header {
+        kitty_version: kitty_core::KITTY_VERSION.into(),
+        frame_version: kitty_core::frame::FRAME_VERSION,
+        host: cfg.node.clone(),
+        interval_ms: cfg.interval.as_millis() as u64,
+        start_wall_ns: kitty_core::sampler::wall_ns(),
+    }
+}
