@@ -1,1 +1,118 @@
+//! Helpers for kitty's end-to-end tests: the real `kitty-tui` binary, real
+//! child processes, and a lock so that tests measuring scheduling do not run
+//! alongside each other.
 
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Serialises the tests of one test binary (they measure CPU contention).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Path of the `kitty-tui` binary, built once if needed.
+pub fn kitty_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-q", "-p", "kitty-tui", "--bin", "kitty-tui"])
+            .current_dir(&root)
+            .status()
+            .expect("run cargo build");
+        assert!(st.success(), "building kitty-tui failed");
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/<test> -> target/<profile>/kitty-tui
+        exe.parent().unwrap().parent().unwrap().join("kitty-tui")
+    })
+    .clone()
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Children killed (and reaped) when dropped.
+#[derive(Default)]
+pub struct Procs(pub Vec<Child>);
+
+impl Procs {
+    pub fn push(&mut self, c: Child) -> u32 {
+        let pid = c.id();
+        self.0.push(c);
+        pid
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// A ring job of `n` demo ranks over loopback, labelled KITTY_WATCH=1,
+/// RANK and JOB_NAME. `extra(rank)` adds per-rank arguments.
+pub fn start_ring(procs: &mut Procs, n: usize, job: &str, extra: &dyn Fn(usize) -> Vec<String>) -> Vec<u32> {
+    let ports = free_ports(n);
+    let ports_arg = ports.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+    (0..n)
+        .map(|rank| {
+            let child = Command::new(kitty_bin())
+                .args(["demo-rank", "--rank", &rank.to_string(), "--world", &n.to_string(), "--ports", &ports_arg])
+                .args(extra(rank))
+                .env("KITTY_WATCH", "1")
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("JOB_NAME", job)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start rank");
+            procs.push(child)
+        })
+        .collect()
+}
+
+/// Runs `kitty-tui snapshot --json` and parses its output.
+pub fn snapshot(duration: &str, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(kitty_bin())
+        .args(["snapshot", "--json", "--duration", duration])
+        .args(extra)
+        .output()
+        .expect("run snapshot");
+    assert!(out.status.success(), "snapshot failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("snapshot prints JSON")
+}
+
+/// The ranks of one job in a snapshot.
+pub fn ranks_of<'a>(snap: &'a serde_json::Value, job: &str) -> Vec<&'a serde_json::Value> {
+    snap["ranks"].as_array().unwrap().iter().filter(|r| r["job"] == job).collect()
+}
+
+pub fn signal(rank: &serde_json::Value, name: &str) -> f64 {
+    rank["signals"][name].as_f64().unwrap_or_else(|| panic!("signal {name} missing in {rank}"))
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
