@@ -60,19 +60,38 @@ impl Drop for Procs {
 }
 
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let ls: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
     ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
 /// A ring job of `n` demo ranks over loopback, labelled KITTY_WATCH=1,
 /// RANK and JOB_NAME. `extra(rank)` adds per-rank arguments.
-pub fn start_ring(procs: &mut Procs, n: usize, job: &str, extra: &dyn Fn(usize) -> Vec<String>) -> Vec<u32> {
+pub fn start_ring(
+    procs: &mut Procs,
+    n: usize,
+    job: &str,
+    extra: &dyn Fn(usize) -> Vec<String>,
+) -> Vec<u32> {
     let ports = free_ports(n);
-    let ports_arg = ports.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+    let ports_arg = ports
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     (0..n)
         .map(|rank| {
             let child = Command::new(kitty_bin())
-                .args(["demo-rank", "--rank", &rank.to_string(), "--world", &n.to_string(), "--ports", &ports_arg])
+                .args([
+                    "demo-rank",
+                    "--rank",
+                    &rank.to_string(),
+                    "--world",
+                    &n.to_string(),
+                    "--ports",
+                    &ports_arg,
+                ])
                 .args(extra(rank))
                 .env("KITTY_WATCH", "1")
                 .env("RANK", rank.to_string())
@@ -94,17 +113,28 @@ pub fn snapshot(duration: &str, extra: &[&str]) -> serde_json::Value {
         .args(extra)
         .output()
         .expect("run snapshot");
-    assert!(out.status.success(), "snapshot failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "snapshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("snapshot prints JSON")
 }
 
 /// The ranks of one job in a snapshot.
 pub fn ranks_of<'a>(snap: &'a serde_json::Value, job: &str) -> Vec<&'a serde_json::Value> {
-    snap["ranks"].as_array().unwrap().iter().filter(|r| r["job"] == job).collect()
+    snap["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job"] == job)
+        .collect()
 }
 
 pub fn signal(rank: &serde_json::Value, name: &str) -> f64 {
-    rank["signals"][name].as_f64().unwrap_or_else(|| panic!("signal {name} missing in {rank}"))
+    rank["signals"][name]
+        .as_f64()
+        .unwrap_or_else(|| panic!("signal {name} missing in {rank}"))
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {

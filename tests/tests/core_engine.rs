@@ -10,7 +10,13 @@ fn ring_job_is_listed_with_ranks_sockets_and_rates() {
     let mut procs = Procs::default();
     let job = "ring-list";
     let pids = start_ring(&mut procs, 4, job, &|_| vec![]);
-    let unmarked = procs.push(Command::new("sleep").arg("60").env_remove("KITTY_WATCH").spawn().unwrap());
+    let unmarked = procs.push(
+        Command::new("sleep")
+            .arg("60")
+            .env_remove("KITTY_WATCH")
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let snap = snapshot("3s", &[]);
     let ranks = ranks_of(&snap, job);
@@ -26,7 +32,10 @@ fn ring_job_is_listed_with_ranks_sockets_and_rates() {
         assert!(signal(r, "in_segs_per_s") > 0.0, "{r}");
     }
     let all = snap["ranks"].as_array().unwrap();
-    assert!(!all.iter().any(|r| r["pid"] == unmarked), "an unmarked process is not watched");
+    assert!(
+        !all.iter().any(|r| r["pid"] == unmarked),
+        "an unmarked process is not watched"
+    );
     assert_eq!(snap["sources"]["procfs"]["status"], "ok");
 }
 
@@ -35,12 +44,18 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
     let _g = serial();
     let ncpu = std::thread::available_parallelism().unwrap().get();
     let hog_cpu = ncpu - 1;
-    let others: String = (0..ncpu).filter(|c| *c != hog_cpu).map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let others: String = (0..ncpu)
+        .filter(|c| *c != hog_cpu)
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
 
     // Healthy first: no verdict over 10 s.
     {
         let mut procs = Procs::default();
-        start_ring(&mut procs, 4, "healthy", &|_| vec!["--work".into(), "10".into()]);
+        start_ring(&mut procs, 4, "healthy", &|_| {
+            vec!["--work".into(), "10".into()]
+        });
         std::thread::sleep(std::time::Duration::from_millis(500));
         let out = Command::new(kitty_bin())
             .args(["record", "-o"])
@@ -55,7 +70,11 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
         let _ = std::fs::remove_file(&path);
         assert!(frames.len() >= 15);
         for f in &frames {
-            let mine: Vec<_> = f.verdicts.iter().filter(|v| v.job.as_deref() == Some("healthy")).collect();
+            let mine: Vec<_> = f
+                .verdicts
+                .iter()
+                .filter(|v| v.job.as_deref() == Some("healthy"))
+                .collect();
             assert!(mine.is_empty(), "healthy job got a verdict: {:?}", mine);
         }
     }
@@ -63,7 +82,11 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
     let mut procs = Procs::default();
     let straggler = 2;
     start_ring(&mut procs, 4, "contended", &|rank| {
-        let cpus = if rank == straggler { hog_cpu.to_string() } else { others.clone() };
+        let cpus = if rank == straggler {
+            hog_cpu.to_string()
+        } else {
+            others.clone()
+        };
         vec!["--work".into(), "10".into(), "--cpus".into(), cpus]
     });
     let hog = Command::new(kitty_bin())
@@ -76,14 +99,28 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
     let ranks = ranks_of(&snap, "contended");
     assert_eq!(ranks.len(), 4);
     let mine = ranks.iter().find(|r| r["rank"] == straggler).unwrap();
-    let peers = median(ranks.iter().filter(|r| r["rank"] != straggler).map(|r| signal(r, "run_delay_ms_per_s")).collect());
+    let peers = median(
+        ranks
+            .iter()
+            .filter(|r| r["rank"] != straggler)
+            .map(|r| signal(r, "run_delay_ms_per_s"))
+            .collect(),
+    );
     let v = signal(mine, "run_delay_ms_per_s");
-    assert!(v >= 10.0 * peers, "straggler {v} ms/s vs peers' median {peers}: {snap:#}");
+    assert!(
+        v >= 10.0 * peers,
+        "straggler {v} ms/s vs peers' median {peers}: {snap:#}"
+    );
     let verdicts = snap["verdicts"].as_array().unwrap();
-    let found = verdicts.iter().find(|x| x["rank"] == straggler && x["signal"] == "run_delay_ms_per_s");
+    let found = verdicts
+        .iter()
+        .find(|x| x["rank"] == straggler && x["signal"] == "run_delay_ms_per_s");
     let found = found.unwrap_or_else(|| panic!("no verdict: {verdicts:#?}"));
     assert!(found["ratio"].as_f64().unwrap() >= 3.0);
-    assert!(found["message"].as_str().unwrap().starts_with("rank 2: run-queue delay"));
+    assert!(found["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("rank 2: run-queue delay"));
     assert_eq!(mine["signals"]["affinity_cpus"], 1.0);
 }
 
@@ -101,9 +138,21 @@ fn run_delay_counts_non_leader_threads() {
         }
         a
     });
-    procs.push(Command::new(kitty_bin()).args(["demo-hog", "--cpu", &cpu]).stdout(Stdio::null()).spawn().unwrap());
+    procs.push(
+        Command::new(kitty_bin())
+            .args(["demo-hog", "--cpu", &cpu])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let snap = snapshot("3s", &["--pid", &pids[0].to_string()]);
-    let r = snap["ranks"].as_array().unwrap().iter().find(|r| r["pid"] == pids[0]).unwrap().clone();
+    let r = snap["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pids[0])
+        .unwrap()
+        .clone();
     let total = signal(&r, "run_delay_ms_per_s");
     // The leader's own schedstat shows little: the worker's delay must be in the sum.
     let leader: Vec<u64> = std::fs::read_to_string(format!("/proc/{}/schedstat", pids[0]))
@@ -111,9 +160,14 @@ fn run_delay_counts_non_leader_threads() {
         .split_whitespace()
         .map(|x| x.parse().unwrap())
         .collect();
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", pids[0])).unwrap().count();
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", pids[0]))
+        .unwrap()
+        .count();
     assert!(tasks >= 3, "leader, writer and worker threads");
-    assert!(total > 20.0, "run delay of a rank whose busy thread is not the leader: {total} ms/s");
+    assert!(
+        total > 20.0,
+        "run delay of a rank whose busy thread is not the leader: {total} ms/s"
+    );
     assert!(leader[1] > 0);
 }
 
@@ -124,20 +178,27 @@ fn cfs_quota_shows_throttling_only_for_the_limited_rank() {
         eprintln!("SKIP cfs_quota: needs root to create a cgroup");
         return;
     }
-    let (base, quota_file, period_file) = if std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists() {
-        ("/sys/fs/cgroup/cpu", "cpu.cfs_quota_us", None)
-    } else if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        ("/sys/fs/cgroup", "cpu.max", Some(()))
-    } else {
-        eprintln!("SKIP cfs_quota: no cgroup cpu controller mounted");
-        return;
-    };
+    let (base, quota_file, period_file) =
+        if std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists() {
+            ("/sys/fs/cgroup/cpu", "cpu.cfs_quota_us", None)
+        } else if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            ("/sys/fs/cgroup", "cpu.max", Some(()))
+        } else {
+            eprintln!("SKIP cfs_quota: no cgroup cpu controller mounted");
+            return;
+        };
     let dir = std::path::PathBuf::from(base).join(format!("kitty-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let limit = if period_file.is_some() { "5000 100000" } else { "5000" };
+    let limit = if period_file.is_some() {
+        "5000 100000"
+    } else {
+        "5000"
+    };
     std::fs::write(dir.join(quota_file), limit).unwrap();
     let mut procs = Procs::default();
-    let pids = start_ring(&mut procs, 3, "cfs", &|_| vec!["--work".into(), "3000".into()]);
+    let pids = start_ring(&mut procs, 3, "cfs", &|_| {
+        vec!["--work".into(), "3000".into()]
+    });
     let limited = pids[1];
     std::fs::write(dir.join("cgroup.procs"), limited.to_string()).unwrap();
     let snap = snapshot("4s", &[]);
@@ -169,7 +230,13 @@ fn bad_input_is_one_line_and_non_zero() {
     assert_ne!(code, Some(0));
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("/nonexistent"));
-    let (code, err) = run(&["record", "-o", "/nonexistent-dir/x.kitty", "--duration", "1s"]);
+    let (code, err) = run(&[
+        "record",
+        "-o",
+        "/nonexistent-dir/x.kitty",
+        "--duration",
+        "1s",
+    ]);
     assert_ne!(code, Some(0));
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let (code, err) = run(&["replay", "--dump", "/etc/hostname"]);
@@ -179,11 +246,21 @@ fn bad_input_is_one_line_and_non_zero() {
 
 #[test]
 fn doctor_json_reports_procfs_checks() {
-    let out = Command::new(kitty_bin()).args(["doctor", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(kitty_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = v["checks"].as_array().unwrap();
     for name in ["proc_root", "schedstat", "cgroup", "sock_diag"] {
-        assert!(checks.iter().any(|c| c["name"] == name), "{name} missing: {v:#}");
+        assert!(
+            checks.iter().any(|c| c["name"] == name),
+            "{name} missing: {v:#}"
+        );
     }
 }

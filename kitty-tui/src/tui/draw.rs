@@ -117,7 +117,7 @@ fn compact(signal: &str, v: f64) -> String {
         "B" | "B/s" => bytes(v).replace(' ', ""),
         "us" if v >= 1000.0 => format!("{:.1}ms", v / 1000.0),
         "us" => format!("{v:.0}us"),
-        _ if v >= 100.0 => format!("{v:.0}"),
+        _ if v >= 100.0 || v.fract() == 0.0 => format!("{v:.0}"),
         _ if v >= 10.0 => format!("{v:.1}"),
         _ => format!("{v:.2}"),
     }
@@ -636,8 +636,8 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     f.render_widget(block, area);
     let [charts, tables] =
         Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(inner);
-    let ncols = if charts.width >= 120 {
-        5
+    let ncols = if charts.width >= 140 {
+        4
     } else if charts.width >= 60 {
         2
     } else {
@@ -679,11 +679,13 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
         let datasets = vec![
             Dataset::default()
                 .name("peers")
+                .marker(symbols::Marker::Braille)
                 .graph_type(GraphType::Line)
                 .style(th.dim())
                 .data(&band),
             Dataset::default()
                 .name("rank")
+                .marker(symbols::Marker::Braille)
                 .graph_type(GraphType::Line)
                 .style(rank_style)
                 .data(&mine),
@@ -694,10 +696,14 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
             .map(|p| format_value(sig, p.1))
             .unwrap_or("-".into());
         let chart = Chart::new(datasets)
-            .block(Block::new().borders(Borders::TOP).title(format!(
-                "{label}: {} (peers {peer_now})",
-                format_value(sig, r.signal(sig).unwrap_or(0.0))
-            )))
+            .block(
+                Block::new()
+                    .borders(Borders::TOP | Borders::RIGHT)
+                    .title(format!(
+                        "{label}: {} (peers {peer_now})",
+                        format_value(sig, r.signal(sig).unwrap_or(0.0))
+                    )),
+            )
             .x_axis(Axis::default().bounds([x0, x1.max(x0 + 1.0)]))
             .y_axis(Axis::default().bounds([0.0, ymax]));
         f.render_widget(chart, cell);

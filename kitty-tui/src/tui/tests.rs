@@ -1,1 +1,295 @@
+//! Snapshot tests of every view, rendered from fixed frames into ratatui's
+//! TestBackend and compared with insta.
 
+use super::app::{App, View};
+use super::draw::draw;
+use super::keymap::KeyMap;
+use kitty_core::frame::*;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::time::Duration;
+
+fn rank(i: u32, run_delay: f64) -> RankFrame {
+    let mut s = Signals::new();
+    for (k, v) in [
+        ("cpu_pct", 12.0 + i as f64),
+        ("run_delay_ms_per_s", run_delay),
+        ("migrations_per_s", 0.0),
+        ("affinity_cpus", 1.0),
+        ("retrans_per_s", 0.0),
+        ("out_segs_per_s", 450.0),
+        ("tx_queue_bytes", 0.0),
+        ("bytes_sent_per_s", 9_800_000.0),
+        ("srtt_max_us", 40.0),
+        ("threads", 2.0),
+    ] {
+        s.insert(k.into(), v);
+    }
+    RankFrame {
+        key: ProcKey {
+            pid: 4000 + i,
+            start_time: 1,
+        },
+        comm: "train.py".into(),
+        labels: Labels {
+            rank: Some(i),
+            job: Some("gpt2-ddp".into()),
+            ..Default::default()
+        },
+        state: "S".into(),
+        netns: Some(1),
+        gpu: None,
+        counters: RankCounters::default(),
+        signals: s,
+        sockets: vec![SocketFrame {
+            inode: 10 + i as u64,
+            local: format!("127.0.0.1:{}", 5000 + i),
+            remote: format!("127.0.0.1:{}", 5001 + i),
+            state: "ESTABLISHED".into(),
+            tx_queue: 0,
+            rx_queue: 0,
+            info: Some(TcpInfo {
+                rtt_us: 40,
+                total_retrans: 0,
+                ..Default::default()
+            }),
+            signals: Signals::new(),
+        }],
+        threads: vec![ThreadFrame {
+            tid: 4000 + i,
+            comm: "train.py".into(),
+            run_delay_ms_per_s: run_delay,
+            cpu_pct: 10.0,
+        }],
+    }
+}
+
+fn frame(t: u64, straggler: bool, nranks: u32) -> Frame {
+    let mut f = Frame {
+        version: FRAME_VERSION,
+        seq: t,
+        wall_ns: 1_764_403_200_000_000_000 + t * 500_000_000,
+        mono_ns: 1_000_000_000 + t * 500_000_000,
+        node: "gpu-node-7".into(),
+        interval_ms: 500,
+        ..Default::default()
+    };
+    for i in 0..nranks {
+        let rd = if straggler && i == 2 {
+            100.0 + t as f64 * 4.0
+        } else {
+            0.5 + (i as f64) * 0.1
+        };
+        f.ranks.push(rank(i, rd));
+    }
+    f.sources.insert("procfs".into(), SourceStatus::ok());
+    f.sources.insert("sock_diag".into(), SourceStatus::ok());
+    for (k, v) in [
+        ("cpu_util_pct", 41.5),
+        ("procs_running", 3.0),
+        ("procs_blocked", 0.0),
+        ("load1", 1.2),
+        ("mem_used_pct", 12.0),
+        ("mem_available_bytes", 20e9),
+        ("shm_used_bytes", 1e6),
+        ("shm_total_bytes", 12e9),
+        ("psi_cpu_some_pct", 0.5),
+        ("psi_memory_some_pct", 0.0),
+        ("psi_io_some_pct", 0.0),
+    ] {
+        f.host.signals.insert(k.into(), v);
+    }
+    f.host.cpu_pct = vec![20.0, 63.0];
+    f.job_step_ms.insert("gpt2-ddp".into(), 21.3);
+    if straggler && t >= 3 {
+        f.verdicts.push(Verdict {
+            rank: Some(2),
+            pid: 4002,
+            job: Some("gpt2-ddp".into()),
+            signal: "run_delay_ms_per_s".into(),
+            value: 100.0 + t as f64 * 4.0,
+            peer_median: 0.6,
+            ratio: (100.0 + t as f64 * 4.0) / 0.6,
+            for_s: (t - 2) as f64 * 0.5,
+            severity: Severity::Critical,
+            message: format!(
+                "rank 2: run-queue delay {:.0} ms/s vs peers 0.60 ms/s ({:.0}x) for {} s",
+                100.0 + t as f64 * 4.0,
+                (100.0 + t as f64 * 4.0) / 0.6,
+                (t - 2) / 2
+            ),
+        });
+    }
+    if t == 0 {
+        f.events.push(Event {
+            wall_ns: f.wall_ns,
+            kind: EventKind::RankAppeared,
+            message: "rank 0 appeared (pid 4000, train.py)".into(),
+        });
+    }
+    if straggler && t == 3 {
+        f.events.push(Event {
+            wall_ns: f.wall_ns,
+            kind: EventKind::VerdictRaised,
+            message: f.verdicts[0].message.clone(),
+        });
+    }
+    f
+}
+
+fn app_with(frames: impl IntoIterator<Item = Frame>) -> App {
+    let mut app = App::new(KeyMap::default(), Duration::from_millis(500));
+    app.kernel = "6.18.0".into();
+    app.color = true;
+    for f in frames {
+        app.on_frame(f);
+    }
+    app
+}
+
+fn render(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| draw(f, app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..h {
+        for x in 0..w {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn main_view_healthy() {
+    let app = app_with((0..8).map(|t| frame(t, false, 4)));
+    insta::assert_snapshot!(render(&app, 160, 45));
+}
+
+#[test]
+fn main_view_with_straggler_highlights_the_cell() {
+    let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
+    app.selected = 2;
+    let text = render(&app, 160, 45);
+    assert!(text.contains("rank 2: run-queue delay"));
+    insta::assert_snapshot!(text);
+    // The cell, not only the row, carries the severity style.
+    let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
+    app.selected = 0;
+    term.draw(|f| draw(f, &app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let y = (0..45)
+        .find(|y| {
+            (0..20)
+                .map(|x| buf[(x, *y)].symbol().to_string())
+                .collect::<String>()
+                .trim_start()
+                .starts_with("2 ")
+        })
+        .unwrap();
+    let x = (0..160)
+        .find(|x| buf[(*x, y)].bg == ratatui::style::Color::Red)
+        .expect("a red cell on rank 2's row");
+    assert!(
+        buf[(0, y)].bg != ratatui::style::Color::Red,
+        "the whole row is not painted, only cells"
+    );
+    assert!(x > 20);
+}
+
+#[test]
+fn rank_detail() {
+    let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
+    app.selected = 2;
+    app.view = View::Detail;
+    insta::assert_snapshot!(render(&app, 160, 45));
+}
+
+#[test]
+fn help_lists_every_key() {
+    let mut app = app_with([frame(0, false, 4)]);
+    app.view = View::Help;
+    let text = render(&app, 160, 45);
+    for (_, _, _, what) in super::keymap::ACTIONS {
+        assert!(text.contains(what), "help lacks {what}");
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn empty_state_says_how_to_mark_a_process() {
+    let app = app_with([frame(0, false, 0)]);
+    let text = render(&app, 120, 30);
+    assert!(text.contains("KITTY_WATCH=1"));
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn gpu_less_state_says_why() {
+    let mut app = app_with([frame(0, false, 4)]);
+    app.view = View::Gpus;
+    let text = render(&app, 100, 20);
+    assert!(text.contains("No GPU telemetry"));
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn small_terminals() {
+    let app = app_with((0..8).map(|t| frame(t, true, 4)));
+    let text = render(&app, 80, 24);
+    assert!(text.contains("columns hidden"));
+    insta::assert_snapshot!("80x24", text);
+    insta::assert_snapshot!("20x10", render(&app, 20, 10));
+    // Resize storm: every size from tiny to large renders without panic.
+    for w in (1..170).step_by(7) {
+        for h in (1..50).step_by(5) {
+            render(&app, w, h);
+        }
+    }
+}
+
+#[test]
+fn no_color_uses_no_colours() {
+    let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
+    app.color = false;
+    let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
+    term.draw(|f| draw(f, &app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    for c in buf.content() {
+        assert_eq!(c.bg, ratatui::style::Color::Reset);
+        assert_eq!(c.fg, ratatui::style::Color::Reset);
+    }
+}
+
+#[test]
+fn keys_filter_sort_pause_and_step() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let key = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
+    let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
+    for c in "/rank 3".chars() {
+        app.on_key(key(KeyCode::Char(c)));
+    }
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.rows().len(), 1);
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.rows().len(), 4);
+    app.run_command("sort runq");
+    assert_eq!(app.rows()[0].labels.rank, Some(2));
+    app.on_key(key(KeyCode::Char(' ')));
+    assert!(app.paused);
+    let seq = app.frame.as_ref().unwrap().seq;
+    app.on_key(key(KeyCode::Char('t')));
+    assert_eq!(app.frame.as_ref().unwrap().seq, seq - 1);
+    app.on_frame(frame(8, true, 4));
+    assert_eq!(
+        app.frame.as_ref().unwrap().seq,
+        seq - 1,
+        "paused view does not move"
+    );
+    app.on_key(key(KeyCode::Char('T')));
+    app.on_key(key(KeyCode::Char('T')));
+    assert_eq!(app.frame.as_ref().unwrap().seq, seq + 1);
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(app.quit);
+}
