@@ -1,12 +1,8 @@
 //! kitty-tui: the command-line entry point. Parses arguments, dispatches to
 //! a command, and turns every error into one clear line on stderr.
 
-mod cli;
-mod cmd;
-mod demo;
-mod tui;
-
 use clap::Parser;
+use kitty_tui::{cli, cmd};
 
 fn main() {
     let cli = cli::Cli::parse();

@@ -31,11 +31,10 @@ pub struct SockDiag {
 impl SockDiag {
     /// All TCP sockets (v4 and v6) of the namespace that `pid_dir`'s process lives in.
     pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>, String> {
-        if !self.by_netns.contains_key(&netns) {
-            let sock = open_in_netns(pid_dir)?;
-            self.by_netns.insert(netns, sock);
-        }
-        let sock = self.by_netns.get_mut(&netns).expect("inserted above");
+        let sock = match self.by_netns.entry(netns) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(open_in_netns(pid_dir)?),
+        };
         let mut out = HashMap::new();
         for family in [AF_INET, AF_INET6] {
             if let Err(e) = dump_family(sock, family, &mut out) {

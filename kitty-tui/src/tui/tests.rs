@@ -184,15 +184,14 @@ fn main_view_with_straggler_highlights_the_cell() {
             (0..20)
                 .map(|x| buf[(x, *y)].symbol().to_string())
                 .collect::<String>()
-                .trim_start()
-                .starts_with("2 ")
+                .contains(" 4002 ")
         })
         .unwrap();
     let x = (0..160)
         .find(|x| buf[(*x, y)].bg == ratatui::style::Color::Red)
         .expect("a red cell on rank 2's row");
     assert!(
-        buf[(0, y)].bg != ratatui::style::Color::Red,
+        buf[(1, y)].bg != ratatui::style::Color::Red,
         "the whole row is not painted, only cells"
     );
     assert!(x > 20);
