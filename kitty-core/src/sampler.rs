@@ -7,7 +7,7 @@ use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::{discover, WatchRule, Watched};
 use crate::sources::host::{read_host, HostSample};
 use crate::sources::netstat::{parse_pairs, KEPT};
-use crate::sources::process::{read_netns, read_process, ProcSample, ReadError};
+use crate::sources::process::{read_netns, read_process, FdReuse, ProcSample, ReadError, Reuse};
 use crate::sources::sockdiag::SockDiag;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
 use crate::sources::Roots;
@@ -48,6 +48,8 @@ pub fn hostname() -> String {
 /// What the previous tick left for rate computation.
 struct ProcPrev {
     sample: ProcSample,
+    /// Monotonic ns of the last full fd scan.
+    fd_scan_ns: u64,
     cfs_ns: Option<u64>,
     tcp: HashMap<u64, TcpInfo>,
 }
@@ -174,7 +176,24 @@ impl Sampler {
         let mut gone = Vec::new();
         for w in &self.watched {
             let dir = self.cfg.roots.pid_dir(w.key.pid);
-            match read_process(&dir, self.page_size) {
+            // Reuse the fd scan while the fd count holds, but rescan at least
+            // every discovery period so a swapped socket is not missed for long.
+            let prev = self.prev_procs.get(&w.key);
+            let reuse = prev
+                .filter(|p| {
+                    mono.saturating_sub(p.fd_scan_ns) < self.cfg.discovery_every.as_nanos() as u64
+                })
+                .and_then(|p| {
+                    p.sample.fds.map(|count| FdReuse {
+                        count,
+                        socket_inodes: &p.sample.socket_inodes,
+                    })
+                });
+            let reuse = Reuse {
+                fds: reuse,
+                threads: prev.map(|p| &p.sample.per_thread),
+            };
+            match read_process(&dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => {
                     let netns = read_netns(&dir);
                     let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
@@ -209,8 +228,13 @@ impl Sampler {
         let mut sockdiag_err = None;
         for (ns, pids) in &netns_pids {
             let dir = self.cfg.roots.pid_dir(pids[0]);
+            let wanted: Vec<u64> = samples
+                .iter()
+                .filter(|(_, _, n, _)| *n == Some(*ns))
+                .flat_map(|(_, s, _, _)| s.socket_inodes.iter().copied())
+                .collect();
             let table = if self.cfg.sock_diag {
-                match self.sockdiag.dump(*ns, &dir) {
+                match self.sockdiag.sockets(*ns, &dir, &wanted) {
                     Ok(t) => t,
                     Err(e) => {
                         sockdiag_err = Some(e);
@@ -286,10 +310,15 @@ impl Sampler {
                 .iter()
                 .filter_map(|r| r.info.clone().map(|i| (r.inode, i)))
                 .collect();
+            let fd_scan_ns = match prev {
+                Some(p) if !s.fds_rescanned => p.fd_scan_ns,
+                _ => mono,
+            };
             new_prev.insert(
                 w.key,
                 ProcPrev {
                     sample: s,
+                    fd_scan_ns,
                     cfs_ns,
                     tcp,
                 },

@@ -33,6 +33,24 @@ pub struct ProcSample {
     pub fds: Option<u64>,
     /// Inodes of the process's sockets (`socket:[N]` fd links).
     pub socket_inodes: Vec<u64>,
+    /// Whether the fd links were read this time (false: reused, count unchanged).
+    pub fds_rescanned: bool,
+}
+
+/// The previous fd scan, reused while the fd count is unchanged: reading
+/// every fd link is the most expensive part of a tick for socket-heavy ranks.
+#[derive(Debug, Clone, Copy)]
+pub struct FdReuse<'a> {
+    pub count: u64,
+    pub socket_inodes: &'a [u64],
+}
+
+/// What a previous sample lends the next read: thread names (read once per
+/// thread) and, while still valid, the fd scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reuse<'a> {
+    pub fds: Option<FdReuse<'a>>,
+    pub threads: Option<&'a BTreeMap<u32, ThreadSample>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,7 +84,7 @@ pub fn read_start_time(dir: &Path) -> Option<(u64, String)> {
 }
 
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
-pub fn read_process(dir: &Path, page_size: u64) -> Result<ProcSample, ReadError> {
+pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
     let status = Status::from_file(dir.join("status")).map_err(classify)?;
     let io = Io::from_file(dir.join("io")).ok();
@@ -88,8 +106,8 @@ pub fn read_process(dir: &Path, page_size: u64) -> Result<ProcSample, ReadError>
         io_write_bytes: io.as_ref().map(|i| i.write_bytes),
         ..Default::default()
     };
-    read_threads(dir, &mut sample);
-    read_fds(dir, &mut sample);
+    read_threads(dir, &mut sample, reuse.threads);
+    read_fds(dir, &mut sample, reuse.fds);
     Ok(sample)
 }
 
@@ -98,7 +116,7 @@ pub fn count_cpus(ranges: &[(u32, u32)]) -> u32 {
     ranges.iter().map(|(a, b)| b.saturating_sub(*a) + 1).sum()
 }
 
-fn read_threads(dir: &Path, sample: &mut ProcSample) {
+fn read_threads(dir: &Path, sample: &mut ProcSample, prev: Option<&BTreeMap<u32, ThreadSample>>) {
     let Ok(tasks) = std::fs::read_dir(dir.join("task")) else {
         return;
     };
@@ -126,9 +144,13 @@ fn read_threads(dir: &Path, sample: &mut ProcSample) {
             sample.nr_migrations += m;
             migrations_known = true;
         }
-        let comm = std::fs::read_to_string(tdir.join("comm"))
-            .map(|s| s.trim_end().to_string())
-            .unwrap_or_default();
+        // A thread's name rarely changes: read it once.
+        let comm = match prev.and_then(|p| p.get(&tid)) {
+            Some(t) => t.comm.clone(),
+            None => std::fs::read_to_string(tdir.join("comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_default(),
+        };
         sample.per_thread.insert(
             tid,
             ThreadSample {
@@ -141,10 +163,26 @@ fn read_threads(dir: &Path, sample: &mut ProcSample) {
     sample.migrations_known = migrations_known;
 }
 
-fn read_fds(dir: &Path, sample: &mut ProcSample) {
+/// Number of open fds from stat(/proc/<pid>/fd).st_size (Linux 6.2+; 0 before).
+fn fd_count_from_stat(dir: &Path) -> Option<u64> {
+    std::fs::metadata(dir.join("fd"))
+        .ok()
+        .map(|m| m.len())
+        .filter(|n| *n > 0)
+}
+
+fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>) {
+    if let (Some(n), Some(r)) = (fd_count_from_stat(dir), reuse) {
+        if n == r.count {
+            sample.fds = Some(n);
+            sample.socket_inodes = r.socket_inodes.to_vec();
+            return;
+        }
+    }
     let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
         return;
     };
+    sample.fds_rescanned = true;
     let mut count = 0u64;
     for fd in fds.flatten() {
         count += 1;
@@ -202,7 +240,7 @@ mod tests {
     #[test]
     fn reads_captured_process_and_sums_threads() {
         let d = fixture_dir();
-        let s = read_process(d.path(), 4096).unwrap();
+        let s = read_process(d.path(), 4096, Reuse::default()).unwrap();
         assert!(s.pid > 0);
         assert!(s.start_time > 0);
         assert_eq!(s.comm, "python3");
@@ -220,7 +258,7 @@ mod tests {
     fn missing_process_is_gone_not_error() {
         let d = tempfile::tempdir().unwrap();
         assert!(matches!(
-            read_process(&d.path().join("999999"), 4096),
+            read_process(&d.path().join("999999"), 4096, Reuse::default()),
             Err(ReadError::Gone)
         ));
     }
@@ -229,7 +267,7 @@ mod tests {
     fn empty_stat_is_an_error_not_a_panic() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("stat"), "").unwrap();
-        assert!(read_process(d.path(), 4096).is_err());
+        assert!(read_process(d.path(), 4096, Reuse::default()).is_err());
     }
 
     #[test]
@@ -243,7 +281,50 @@ mod tests {
     #[test]
     fn reads_live_self_with_sockets() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let s = read_process(Path::new("/proc/self"), 4096).unwrap();
+        let s = read_process(Path::new("/proc/self"), 4096, Reuse::default()).unwrap();
+        assert!(s.fds_rescanned);
+        // Same fd count: the scan is reused (when the kernel reports counts).
+        // A quiet child, since this test process opens files concurrently.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let dir = std::path::PathBuf::from(format!("/proc/{}", child.id()));
+        let first = read_process(&dir, 4096, Reuse::default()).unwrap();
+        let fds = Some(FdReuse {
+            count: first.fds.unwrap(),
+            socket_inodes: &[1, 2, 3],
+        });
+        let again = read_process(
+            &dir,
+            4096,
+            Reuse {
+                fds,
+                threads: Some(&first.per_thread),
+            },
+        )
+        .unwrap();
+        let bad = Some(FdReuse {
+            count: 1_000_000,
+            socket_inodes: &[],
+        });
+        let changed = read_process(
+            &dir,
+            4096,
+            Reuse {
+                fds: bad,
+                threads: None,
+            },
+        )
+        .unwrap();
+        let counts_supported = fd_count_from_stat(&dir).is_some();
+        let _ = (child.kill(), child.wait());
+        if counts_supported {
+            assert!(!again.fds_rescanned);
+            assert_eq!(again.socket_inodes, vec![1, 2, 3]);
+        }
+        assert!(changed.fds_rescanned, "a different count rescans");
+        assert_eq!(again.per_thread.values().next().unwrap().comm, "sleep");
         assert!(s.threads >= 1);
         assert!(s.fds.unwrap() >= 1);
         let inode = {

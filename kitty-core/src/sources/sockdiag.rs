@@ -22,23 +22,93 @@ use std::net::SocketAddr as InetAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// One open sock_diag socket per network namespace.
+/// One open sock_diag socket per network namespace, with the socket ids
+/// learnt from its last full dump.
 #[derive(Default)]
 pub struct SockDiag {
-    by_netns: HashMap<u64, Socket>,
+    by_netns: HashMap<u64, Ns>,
 }
 
+struct Ns {
+    sock: Socket,
+    /// inode -> (family, id with cookie), from the last full dump.
+    ids: HashMap<u64, (u8, SocketId)>,
+    /// Wanted inodes the last dump did not have: not TCP (unix, udp) or listening.
+    absent: std::collections::HashSet<u64>,
+    dumped_at: Option<std::time::Instant>,
+}
+
+/// A full dump walks every hash bucket of the kernel's TCP tables; between
+/// dumps the watched sockets are looked up one by one (a hash lookup each).
+const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Requests per batch: the answers must fit the netlink receive buffer.
+const BATCH: usize = 64;
+
 impl SockDiag {
+    fn ns(&mut self, netns: u64, pid_dir: &Path) -> Result<&mut Ns, String> {
+        Ok(match self.by_netns.entry(netns) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(Ns {
+                sock: open_in_netns(pid_dir)?,
+                ids: HashMap::new(),
+                absent: Default::default(),
+                dumped_at: None,
+            }),
+        })
+    }
+
     /// All TCP sockets (v4 and v6) of the namespace that `pid_dir`'s process lives in.
     pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>, String> {
-        let sock = match self.by_netns.entry(netns) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => v.insert(open_in_netns(pid_dir)?),
-        };
+        let ns = self.ns(netns, pid_dir)?;
         let mut out = HashMap::new();
+        let mut ids = HashMap::new();
         for family in [AF_INET, AF_INET6] {
-            if let Err(e) = dump_family(sock, family, &mut out) {
+            if let Err(e) = dump_family(&mut ns.sock, family, &mut out, &mut ids) {
                 // A broken socket is reopened next tick.
+                self.by_netns.remove(&netns);
+                return Err(e);
+            }
+        }
+        ns.ids = ids;
+        ns.dumped_at = Some(std::time::Instant::now());
+        Ok(out)
+    }
+
+    /// The TCP sockets among `wanted` (inodes), cheaply: exact lookups of
+    /// sockets known from the last dump, and a full dump only when a wanted
+    /// socket is new or the last dump is old. Non-TCP inodes are ignored.
+    pub fn sockets(
+        &mut self,
+        netns: u64,
+        pid_dir: &Path,
+        wanted: &[u64],
+    ) -> Result<HashMap<u64, SocketRaw>, String> {
+        let ns = self.ns(netns, pid_dir)?;
+        let fresh = ns.dumped_at.is_some_and(|t| t.elapsed() < FULL_DUMP_EVERY);
+        let new_socket = wanted
+            .iter()
+            .any(|i| !ns.ids.contains_key(i) && !ns.absent.contains(i));
+        if !fresh || new_socket {
+            let mut all = self.dump(netns, pid_dir)?;
+            all.retain(|inode, _| wanted.contains(inode));
+            let ns = self
+                .by_netns
+                .get_mut(&netns)
+                .expect("dump keeps the namespace");
+            ns.absent = wanted
+                .iter()
+                .filter(|i| !all.contains_key(i))
+                .copied()
+                .collect();
+            return Ok(all);
+        }
+        let ids: Vec<(u8, SocketId)> = wanted
+            .iter()
+            .filter_map(|i| ns.ids.get(i).cloned())
+            .collect();
+        let mut out = HashMap::new();
+        for chunk in ids.chunks(BATCH) {
+            if let Err(e) = query_exact(&mut ns.sock, chunk, &mut out) {
                 self.by_netns.remove(&netns);
                 return Err(e);
             }
@@ -98,28 +168,14 @@ fn dump_family(
     sock: &mut Socket,
     family: u8,
     out: &mut HashMap<u64, SocketRaw>,
+    ids: &mut HashMap<u64, (u8, SocketId)>,
 ) -> Result<(), String> {
-    let mut hdr = NetlinkHeader::default();
-    hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
     let socket_id = if family == AF_INET {
         SocketId::new_v4()
     } else {
         SocketId::new_v6()
     };
-    let mut msg = NetlinkMessage::new(
-        hdr,
-        SockDiagMessage::InetRequest(InetRequest {
-            family,
-            protocol: IPPROTO_TCP,
-            extensions: ExtensionFlags::INFO,
-            states: StateFlags::all() & !(StateFlags::LISTEN | StateFlags::TIME_WAIT),
-            socket_id,
-        })
-        .into(),
-    );
-    msg.finalize();
-    let mut buf = vec![0u8; msg.buffer_len()];
-    msg.serialize(&mut buf);
+    let buf = request(family, socket_id, NLM_F_REQUEST | NLM_F_DUMP, 0);
     sock.send(&buf, 0)
         .map_err(|e| format!("sock_diag send: {e}"))?;
 
@@ -137,24 +193,9 @@ fn dump_family(
                 NetlinkPayload::Done(_) => return Ok(()),
                 NetlinkPayload::Error(e) => return Err(format!("sock_diag: {e}")),
                 NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
-                    let h = &r.header;
-                    let info = r.nlas.iter().find_map(|nla| match nla {
-                        Nla::TcpInfo(bytes) => Some(decode_tcp_info(bytes)),
-                        _ => None,
-                    });
-                    let id = &h.socket_id;
-                    out.insert(
-                        h.inode as u64,
-                        SocketRaw {
-                            inode: h.inode as u64,
-                            local: InetAddr::new(id.source_address, id.source_port),
-                            remote: InetAddr::new(id.destination_address, id.destination_port),
-                            state: state_name(h.state),
-                            tx_queue: h.send_queue as u64,
-                            rx_queue: h.recv_queue as u64,
-                            info,
-                        },
-                    );
+                    let (raw, id) = to_raw(*r);
+                    ids.insert(raw.inode, (family, id));
+                    out.insert(raw.inode, raw);
                 }
                 _ => {}
             }
@@ -164,6 +205,85 @@ fn dump_family(
             off += len;
         }
     }
+}
+
+fn to_raw(r: netlink_packet_sock_diag::inet::InetResponse) -> (SocketRaw, SocketId) {
+    let h = r.header;
+    let info = r.nlas.iter().find_map(|nla| match nla {
+        Nla::TcpInfo(bytes) => Some(decode_tcp_info(bytes)),
+        _ => None,
+    });
+    let id = h.socket_id;
+    let raw = SocketRaw {
+        inode: h.inode as u64,
+        local: InetAddr::new(id.source_address, id.source_port),
+        remote: InetAddr::new(id.destination_address, id.destination_port),
+        state: state_name(h.state),
+        tx_queue: h.send_queue as u64,
+        rx_queue: h.recv_queue as u64,
+        info,
+    };
+    (raw, id)
+}
+
+fn request(family: u8, socket_id: SocketId, flags: u16, seq: u32) -> Vec<u8> {
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = flags;
+    hdr.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(
+        hdr,
+        SockDiagMessage::InetRequest(InetRequest {
+            family,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::INFO,
+            states: StateFlags::all() & !(StateFlags::LISTEN | StateFlags::TIME_WAIT),
+            socket_id,
+        })
+        .into(),
+    );
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// Looks up each socket by its full id (addresses, ports, cookie): one
+/// sendmsg for the batch, one answer (or an error for a closed socket) each.
+fn query_exact(
+    sock: &mut Socket,
+    ids: &[(u8, SocketId)],
+    out: &mut HashMap<u64, SocketRaw>,
+) -> Result<(), String> {
+    let mut buf = Vec::with_capacity(ids.len() * 72);
+    for (i, (family, id)) in ids.iter().enumerate() {
+        buf.extend_from_slice(&request(*family, id.clone(), NLM_F_REQUEST, i as u32 + 1));
+    }
+    sock.send(&buf, 0)
+        .map_err(|e| format!("sock_diag send: {e}"))?;
+    let mut answers = 0;
+    let mut rx = vec![0u8; 64 * 1024];
+    while answers < ids.len() {
+        let n = sock
+            .recv(&mut &mut rx[..], 0)
+            .map_err(|e| format!("sock_diag recv: {e}"))?;
+        let mut off = 0;
+        while off < n {
+            let m = NetlinkMessage::<SockDiagMessage>::deserialize(&rx[off..n])
+                .map_err(|e| format!("sock_diag decode: {e}"))?;
+            let len = m.header.length as usize;
+            answers += 1;
+            if let NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) = m.payload {
+                let (raw, _) = to_raw(*r);
+                out.insert(raw.inode, raw);
+            }
+            // An error answer means the socket closed since the dump.
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+    Ok(())
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
@@ -239,5 +359,34 @@ mod tests {
         let info = s.info.as_ref().expect("tcp_info present");
         assert!(info.bytes_acked.unwrap() >= 100_000, "{info:?}");
         assert!(info.segs_out.unwrap() > 0);
+
+        // Exact lookups (after the dump) answer the same for the wanted socket,
+        // and a closed socket simply drops out.
+        let l2 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c2 = std::net::TcpStream::connect(l2.local_addr().unwrap()).unwrap();
+        let inode2 = {
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", c2.as_raw_fd())).unwrap();
+            super::super::process::parse_socket_link(link.to_str().unwrap()).unwrap()
+        };
+        let first = sd
+            .sockets(netns, Path::new("/proc/self"), &[inode, inode2])
+            .unwrap();
+        assert_eq!(first.len(), 2, "a new socket triggers a dump that finds it");
+        c.write_all(&[1u8; 5000]).unwrap();
+        a.read_exact(&mut got[..5000]).unwrap();
+        drop(c2);
+        let again = sd
+            .sockets(netns, Path::new("/proc/self"), &[inode, inode2])
+            .unwrap();
+        let s2 = again.get(&inode).expect("exact lookup finds the socket");
+        assert_eq!(s2.local, s.local);
+        assert!(
+            s2.info.as_ref().unwrap().bytes_acked.unwrap() >= 105_000,
+            "fresh counters, not the dump's"
+        );
+        assert!(
+            again.get(&inode2).is_none_or(|x| x.state != "ESTABLISHED"),
+            "closed socket is gone or closing"
+        );
     }
 }
