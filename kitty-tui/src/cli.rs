@@ -110,6 +110,9 @@ pub enum Command {
     /// One rank of the demo job (started by `demo`).
     #[command(hide = true)]
     DemoRank(crate::demo::ring::RankArgs),
+    /// One TCP flow, sender or sink (used by the network tests).
+    #[command(hide = true)]
+    DemoFlow(crate::demo::flow::FlowArgs),
     /// The demo's CPU hog (started by `demo`).
     #[command(hide = true)]
     DemoHog {

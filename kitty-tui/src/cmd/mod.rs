@@ -41,6 +41,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         }) => export::run(&file, format, output.as_deref()),
         Some(Command::Demo(args)) => crate::demo::run(args, sampler_config(&common)?, cli.record),
         Some(Command::DemoRank(args)) => crate::demo::ring::run(args),
+        Some(Command::DemoFlow(args)) => crate::demo::flow::run(args),
         Some(Command::DemoHog { cpu, threads }) => crate::demo::hog(cpu, threads),
     }
 }

@@ -1,6 +1,7 @@
 //! `kitty-tui demo`: a small local multi-rank job with an injected straggler,
 //! watched by the live TUI. Its processes die with it (parent-death signal).
 
+pub mod flow;
 pub mod ring;
 
 use crate::cli::{DemoArgs, Straggler};
