@@ -173,3 +173,77 @@ fn replay_of_a_recording_steps_with_t() {
     }
     assert_eq!(t.query("#{pane_dead_status}"), "0");
 }
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn demo_processes_die_with_a_killed_tui() {
+    let _g = serial();
+    let mut demo = Command::new(kitty_bin())
+        .args(["demo", "--headless", "60s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let kids = children_of(demo.id());
+    assert_eq!(kids.len(), 5, "4 ranks and the hog: {kids:?}");
+    // SIGKILL: no destructor runs; the parent-death signal must do the work.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGKILL) };
+    let _ = demo.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    // Zombies waiting for init to reap them are dead too.
+    let alive: Vec<u32> = kids
+        .into_iter()
+        .filter(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next()?.split_whitespace().next().map(|st| st != "Z"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(alive.is_empty(), "left running after kill -9: {alive:?}");
+}
+
+#[test]
+fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("healthy.kitty");
+    let cmd = format!("{} --record {} demo --straggler none", kitty_bin().display(), file.display());
+    let Some(t) = Tmux::start(&cmd, 160, 45) else { return };
+    let s = t.wait_for(&|s| s.contains("kitty-demo (4 ranks"), 15);
+    assert!(s.contains("● REC"), "recording indicator:\n{s}");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let s = t.capture();
+        assert!(!s.contains("vs peers"), "a verdict on a healthy job:\n{s}");
+        assert!(!s.contains("run-queue delay ") || !s.contains("x "), "{s}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    t.keys(&["q"]);
+    let t0 = Instant::now();
+    while t.query("#{pane_dead}") != "1" && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut r = kitty_core::record::Reader::open(&file).unwrap();
+    let (frames, skipped) = r.read_all();
+    assert!(skipped.is_empty());
+    assert!(frames.len() >= 55, "30 s at 500 ms: {}", frames.len());
+    let ranks: usize = frames.last().unwrap().ranks.iter().filter(|x| x.labels.job.as_deref() == Some("kitty-demo")).count();
+    assert_eq!(ranks, 4);
+    for f in &frames {
+        assert!(f.verdicts.iter().all(|v| v.job.as_deref() != Some("kitty-demo")), "verdict in a healthy demo: {:?}", f.verdicts);
+    }
+}
