@@ -7,7 +7,7 @@ use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::{discover, WatchRule, Watched};
 use crate::sources::host::{read_host, HostSample};
 use crate::sources::netstat::{parse_pairs, KEPT};
-use crate::sources::process::{read_netns, read_process, FdReuse, ProcSample, ReadError, Reuse};
+use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
 use crate::sources::sockdiag::SockDiag;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
 use crate::sources::Roots;
@@ -195,9 +195,7 @@ impl Sampler {
             };
             match read_process(&dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => {
-                    let netns = read_netns(&dir);
-                    let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
-                    samples.push((w.clone(), s, netns, cgroup));
+                    samples.push((w.clone(), s, w.netns, w.cgroup.clone()));
                 }
                 // Same pid, new start time: the watched process is gone and the pid reused.
                 Ok(_) | Err(ReadError::Gone) => gone.push(w.clone()),

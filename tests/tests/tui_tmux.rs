@@ -182,7 +182,14 @@ fn children_of(pid: u32) -> Vec<u32> {
         .filter(|p| {
             std::fs::read_to_string(format!("/proc/{p}/stat"))
                 .ok()
-                .and_then(|s| s.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<u32>().ok())
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
                 == Some(pid)
         })
         .collect()
@@ -209,7 +216,13 @@ fn demo_processes_die_with_a_killed_tui() {
         .filter(|k| {
             std::fs::read_to_string(format!("/proc/{k}/stat"))
                 .ok()
-                .and_then(|s| s.rsplit(')').next()?.split_whitespace().next().map(|st| st != "Z"))
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .next()
+                        .map(|st| st != "Z")
+                })
                 .unwrap_or(false)
         })
         .collect();
@@ -221,8 +234,14 @@ fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("healthy.kitty");
-    let cmd = format!("{} --record {} demo --straggler none", kitty_bin().display(), file.display());
-    let Some(t) = Tmux::start(&cmd, 160, 45) else { return };
+    let cmd = format!(
+        "{} --record {} demo --straggler none",
+        kitty_bin().display(),
+        file.display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
     let s = t.wait_for(&|s| s.contains("kitty-demo (4 ranks"), 15);
     assert!(s.contains("● REC"), "recording indicator:\n{s}");
     let start = Instant::now();
@@ -241,9 +260,21 @@ fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
     let (frames, skipped) = r.read_all();
     assert!(skipped.is_empty());
     assert!(frames.len() >= 55, "30 s at 500 ms: {}", frames.len());
-    let ranks: usize = frames.last().unwrap().ranks.iter().filter(|x| x.labels.job.as_deref() == Some("kitty-demo")).count();
+    let ranks: usize = frames
+        .last()
+        .unwrap()
+        .ranks
+        .iter()
+        .filter(|x| x.labels.job.as_deref() == Some("kitty-demo"))
+        .count();
     assert_eq!(ranks, 4);
     for f in &frames {
-        assert!(f.verdicts.iter().all(|v| v.job.as_deref() != Some("kitty-demo")), "verdict in a healthy demo: {:?}", f.verdicts);
+        assert!(
+            f.verdicts
+                .iter()
+                .all(|v| v.job.as_deref() != Some("kitty-demo")),
+            "verdict in a healthy demo: {:?}",
+            f.verdicts
+        );
     }
 }

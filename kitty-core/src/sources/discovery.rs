@@ -39,6 +39,10 @@ pub struct Watched {
     pub key: ProcKey,
     pub comm: String,
     pub labels: Labels,
+    /// /proc/<pid>/cgroup and the network namespace, refreshed with each
+    /// discovery rather than read every tick.
+    pub cgroup: String,
+    pub netns: Option<u64>,
 }
 
 /// Lists the watched processes under the proc root.
@@ -73,12 +77,15 @@ pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>
         let Some((start_time, comm)) = read_start_time(&dir) else {
             continue;
         };
-        // Threads are not processes: skip zombies' leftovers and kernel threads.
         let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+        let labels = labels_from(&env, &cgroup);
+        let netns = super::process::read_netns(&dir);
         out.push(Watched {
             key: ProcKey { pid, start_time },
             comm,
-            labels: labels_from(&env, &cgroup),
+            labels,
+            cgroup,
+            netns,
         });
     }
     out.sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));

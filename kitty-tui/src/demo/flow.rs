@@ -27,7 +27,9 @@ pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
             let mut s = loop {
                 match TcpStream::connect(&addr) {
                     Ok(s) => break s,
-                    Err(e) if Instant::now() > deadline => return Err(format!("connect {addr}: {e}")),
+                    Err(e) if Instant::now() > deadline => {
+                        return Err(format!("connect {addr}: {e}"))
+                    }
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
             };
