@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod doctor;
 pub mod engine;
 pub mod export;
+pub mod exporter;
 pub mod frame;
 pub mod history;
 pub mod record;

@@ -89,6 +89,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve Prometheus / OpenMetrics metrics, /healthz and /api/snapshot over HTTP.
+    Serve {
+        /// Address to listen on. The data names processes and peers: binding
+        /// all interfaces (0.0.0.0) is an explicit choice.
+        #[arg(long, default_value = "127.0.0.1:9100")]
+        listen: std::net::SocketAddr,
+        /// Keep an exited rank's series this long.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        grace: std::time::Duration,
+        /// Opt-in per-socket series: at most N sockets per rank (0: none).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=64))]
+        socket_series: u32,
+    },
     /// Open the TUI over a recording (pause, step, seek, speed).
     Replay {
         file: PathBuf,

@@ -146,3 +146,106 @@ pub fn median(mut v: Vec<f64>) -> f64 {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
+
+/// A minimal HTTP/1.1 GET over std (the tests need no client crate):
+/// returns (status, body).
+pub fn http_get(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, dechunk(&body)))
+}
+
+/// Undoes `Transfer-Encoding: chunked` if the body looks chunked.
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size, tail)) = rest.split_once("\r\n") else {
+            return body.to_string();
+        };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            return body.to_string();
+        };
+        if n == 0 {
+            return out;
+        }
+        if tail.len() < n {
+            return body.to_string();
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+}
+
+/// Percent-encodes a query parameter value.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until `f` returns Some, up to `secs`.
+pub fn wait_until<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if t.elapsed() > std::time::Duration::from_secs(secs) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// A test that cannot run here says why; on CI (CI=true, root, packages
+/// installed by .ci/run) it must run, so skipping there is a failure.
+pub fn skip(why: &str) {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!("cannot skip on CI: {why}");
+    }
+    eprintln!("SKIP {why}");
+}

@@ -175,7 +175,7 @@ fn run_delay_counts_non_leader_threads() {
 fn cfs_quota_shows_throttling_only_for_the_limited_rank() {
     let _g = serial();
     if !is_root() {
-        eprintln!("SKIP cfs_quota: needs root to create a cgroup");
+        skip("cfs_quota: needs root to create a cgroup");
         return;
     }
     let (base, quota_file, period_file) =
@@ -184,7 +184,7 @@ fn cfs_quota_shows_throttling_only_for_the_limited_rank() {
         } else if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             ("/sys/fs/cgroup", "cpu.max", Some(()))
         } else {
-            eprintln!("SKIP cfs_quota: no cgroup cpu controller mounted");
+            skip("cfs_quota: no cgroup cpu controller mounted");
             return;
         };
     let dir = std::path::PathBuf::from(base).join(format!("kitty-test-{}", std::process::id()));

@@ -71,7 +71,7 @@ impl Drop for Lab {
     }
 }
 
-fn by_rank<'a>(snap: &'a serde_json::Value, rank: u64) -> &'a serde_json::Value {
+fn by_rank(snap: &serde_json::Value, rank: u64) -> &serde_json::Value {
     ranks_of(snap, "netns-pair")
         .into_iter()
         .find(|r| r["rank"] == rank)
@@ -82,7 +82,7 @@ fn by_rank<'a>(snap: &'a serde_json::Value, rank: u64) -> &'a serde_json::Value 
 fn shared_netns_ranks_get_their_own_numbers() {
     let _g = serial();
     if !is_root() {
-        eprintln!("SKIP shared_netns: needs root for network namespaces and tc");
+        skip("shared_netns: needs root for network namespaces and tc");
         return;
     }
     let lab = Lab::new();

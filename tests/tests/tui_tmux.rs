@@ -12,7 +12,7 @@ struct Tmux {
 impl Tmux {
     fn start(cmd: &str, w: u16, h: u16) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("SKIP: tmux is not installed");
+            skip("tmux is not installed");
             return None;
         }
         let name = format!("kitty-test-{}-{}", std::process::id(), w);

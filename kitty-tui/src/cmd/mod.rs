@@ -4,6 +4,7 @@ mod doctor;
 mod export;
 mod record;
 mod replay;
+mod serve;
 
 pub use replay::open as replay_open;
 mod snapshot;
@@ -27,6 +28,18 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             snapshot::run(sampler_config(&common)?, duration)
         }
         Some(Command::Doctor { json }) => doctor::run(&common, json),
+        Some(Command::Serve {
+            listen,
+            grace,
+            socket_series,
+        }) => serve::run(
+            sampler_config(&common)?,
+            listen,
+            kitty_core::exporter::ExporterConfig {
+                grace,
+                socket_series: socket_series as usize,
+            },
+        ),
         Some(Command::Replay { file, dump }) => {
             if dump {
                 replay::dump(&file)

@@ -1,0 +1,190 @@
+//! `serve`: Prometheus / OpenMetrics exporter over HTTP (hyper).
+//!
+//! The sampling thread renders each frame once into shared text; requests
+//! only copy that text, so a scrape never waits on a source and a slow or
+//! hostile client never stalls sampling. Connections are capped, headers are
+//! limited in size and must arrive within a few seconds.
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use kitty_core::engine::Engine;
+use kitty_core::exporter::{to_prometheus_text, Exporter, ExporterConfig};
+use kitty_core::sampler::SamplerConfig;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// What the last frame rendered to.
+#[derive(Default)]
+struct Rendered {
+    openmetrics: Bytes,
+    text: Bytes,
+    snapshot: Bytes,
+    frames: u64,
+    at: Option<Instant>,
+}
+
+const MAX_CONNECTIONS: usize = 512;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn run(cfg: SamplerConfig, listen: SocketAddr, exporter: ExporterConfig) -> super::Result<i32> {
+    let interval = cfg.interval;
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    eprintln!("kitty-tui: serving /metrics, /healthz and /api/snapshot on http://{listen}");
+    let shared = Arc::new(RwLock::new(Rendered::default()));
+    let stop = super::stop_flag();
+    let (mut engine, rx) = Engine::start(cfg, Vec::new());
+    let sink = shared.clone();
+    let renderer = std::thread::Builder::new()
+        .name("kitty-exporter".into())
+        .spawn(move || {
+            let mut exp = Exporter::new(exporter);
+            for f in rx {
+                let om = exp.update(&f);
+                let text = to_prometheus_text(&om);
+                let snap = serde_json::to_vec_pretty(&kitty_core::snapshot::snapshot_json(&f))
+                    .expect("json");
+                let mut r = sink.write().unwrap_or_else(|e| e.into_inner());
+                r.openmetrics = Bytes::from(om);
+                r.text = Bytes::from(text);
+                r.snapshot = Bytes::from(snap);
+                r.frames += 1;
+                r.at = Some(Instant::now());
+            }
+        })
+        .map_err(|e| e.to_string())?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    let result =
+        rt.block_on(async move {
+            let listener =
+                tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+            let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+            loop {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Ok(0);
+                }
+                let accepted =
+                    tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+                let Ok(Ok((stream, _))) = accepted else {
+                    continue;
+                };
+                // Over the cap, new connections wait for a free slot.
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    continue;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(respond(&req, &shared, interval))
+                        }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
+                        .max_buf_size(16 * 1024)
+                        .serve_connection(TokioIo::new(stream), service);
+                    let _ = tokio::time::timeout(CONNECTION_TIMEOUT, conn).await;
+                    drop(permit);
+                });
+            }
+        });
+    engine.stop();
+    let _ = renderer.join();
+    result
+}
+
+fn respond(
+    req: &Request<Incoming>,
+    shared: &RwLock<Rendered>,
+    interval: Duration,
+) -> Response<Full<Bytes>> {
+    let r = shared.read().unwrap_or_else(|e| e.into_inner());
+    let reply = |status: StatusCode, ctype: &'static str, body: Bytes| {
+        let mut resp = Response::new(Full::new(body));
+        *resp.status_mut() = status;
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+        resp
+    };
+    if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            Bytes::from_static(b"GET only\n"),
+        );
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            if r.frames == 0 {
+                return reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    Bytes::from_static(b"no sample yet\n"),
+                );
+            }
+            let accept = req
+                .headers()
+                .get(ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if accept.contains("application/openmetrics-text") {
+                reply(
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    r.openmetrics.clone(),
+                )
+            } else {
+                reply(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    r.text.clone(),
+                )
+            }
+        }
+        "/healthz" => {
+            // Healthy while frames keep coming (three intervals of slack).
+            let fresh =
+                r.at.is_some_and(|t| t.elapsed() < interval * 3 + Duration::from_secs(1));
+            let body = Bytes::from(format!(
+                "{} frames={}\n",
+                if fresh { "ok" } else { "stale" },
+                r.frames
+            ));
+            reply(
+                if fresh {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                },
+                "text/plain",
+                body,
+            )
+        }
+        "/api/snapshot" if r.frames > 0 => {
+            reply(StatusCode::OK, "application/json", r.snapshot.clone())
+        }
+        "/api/snapshot" => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            Bytes::from_static(b"no sample yet\n"),
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            Bytes::from_static(b"not found: try /metrics, /healthz, /api/snapshot\n"),
+        ),
+    }
+}
