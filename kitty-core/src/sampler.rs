@@ -4,7 +4,7 @@
 use crate::frame::*;
 use crate::signals::{rate, TcpDeltas};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
-use crate::sources::discovery::{discover, WatchRule, Watched};
+use crate::sources::discovery::{discover_skipping, WatchRule, Watched};
 use crate::sources::host::{read_host, HostSample};
 use crate::sources::netstat::{parse_pairs, KEPT};
 use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
@@ -39,6 +39,12 @@ impl Default for SamplerConfig {
     }
 }
 
+/// How often discovery looks again at processes it already found unwatched.
+const FULL_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
+
+/// How often the per-thread `sched` files (migrations) are read.
+const SCHED_EVERY: Duration = Duration::from_secs(2);
+
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -50,6 +56,10 @@ struct ProcPrev {
     sample: ProcSample,
     /// Monotonic ns of the last full fd scan.
     fd_scan_ns: u64,
+    /// Last read of the migration counters (monotonic ns, total) and the rate
+    /// it gave, carried between reads.
+    migrations: Option<(u64, u64)>,
+    migrations_rate: Option<f64>,
     cfs_ns: Option<u64>,
     tcp: HashMap<u64, TcpInfo>,
 }
@@ -58,6 +68,9 @@ pub struct Sampler {
     cfg: SamplerConfig,
     watched: Vec<Watched>,
     since_discovery: Option<u64>,
+    /// Pids found unwatched, not examined again until the next full pass.
+    unwatched: std::collections::HashSet<u32>,
+    full_discovery_at: Option<u64>,
     mounts: CgroupMounts,
     sockdiag: SockDiag,
     sockdiag_error: Option<String>,
@@ -97,6 +110,8 @@ impl Sampler {
             cfg,
             watched: Vec::new(),
             since_discovery: None,
+            unwatched: Default::default(),
+            full_discovery_at: None,
             mounts,
             sockdiag: SockDiag::default(),
             sockdiag_error: None,
@@ -124,8 +139,17 @@ impl Sampler {
             return;
         }
         self.since_discovery = Some(now);
-        match discover(&self.cfg.roots, &self.cfg.rule) {
-            Ok(found) => {
+        // Once a minute every process is examined again (pids are reused).
+        if self
+            .full_discovery_at
+            .is_none_or(|t| now.saturating_sub(t) >= FULL_DISCOVERY_EVERY.as_nanos() as u64)
+        {
+            self.unwatched.clear();
+            self.full_discovery_at = Some(now);
+        }
+        match discover_skipping(&self.cfg.roots, &self.cfg.rule, &self.unwatched) {
+            Ok((found, unwatched)) => {
+                self.unwatched.extend(unwatched);
                 self.discovery_error = None;
                 for w in &found {
                     if !self.watched.iter().any(|o| o.key == w.key) {
@@ -189,9 +213,13 @@ impl Sampler {
                         socket_inodes: &p.sample.socket_inodes,
                     })
                 });
+            let sched_due = prev
+                .and_then(|p| p.migrations)
+                .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
             let reuse = Reuse {
                 fds: reuse,
                 threads: prev.map(|p| &p.sample.per_thread),
+                skip_sched: !sched_due,
             };
             match read_process(&dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => {
@@ -303,7 +331,30 @@ impl Sampler {
                 .filter_map(|i| table.and_then(|t| t.get(i)))
                 .collect();
             let prev = self.prev_procs.get(&w.key);
-            let rank = build_rank(&w, &s, netns, cfs_ns, &sockets_raw, prev, dt_s);
+            // Migrations: a new reading gives a rate over the time since the
+            // last reading; between readings the last rate carries on.
+            let (migrations, migrations_rate) = match (s.migrations_known, prev) {
+                (true, Some(p)) => {
+                    let rate = p.migrations.and_then(|(t, total)| {
+                        rate(total, s.nr_migrations, mono.saturating_sub(t) as f64 / 1e9)
+                    });
+                    (Some((mono, s.nr_migrations)), rate)
+                }
+                (true, None) => (Some((mono, s.nr_migrations)), None),
+                (false, Some(p)) => (p.migrations, p.migrations_rate),
+                (false, None) => (None, None),
+            };
+            let rank = build_rank(RankInput {
+                w: &w,
+                s: &s,
+                netns,
+                cfs_ns,
+                sockets: &sockets_raw,
+                prev,
+                dt_s,
+                migrations_rate,
+                migrations,
+            });
             let tcp = sockets_raw
                 .iter()
                 .filter_map(|r| r.info.clone().map(|i| (r.inode, i)))
@@ -317,6 +368,8 @@ impl Sampler {
                 ProcPrev {
                     sample: s,
                     fd_scan_ns,
+                    migrations,
+                    migrations_rate,
                     cfs_ns,
                     tcp,
                 },
@@ -394,15 +447,31 @@ fn label_of(l: &Labels, pid: u32) -> String {
     }
 }
 
-fn build_rank(
-    w: &Watched,
-    s: &ProcSample,
+/// Everything one rank's frame is built from.
+struct RankInput<'a> {
+    w: &'a Watched,
+    s: &'a ProcSample,
     netns: Option<u64>,
     cfs_ns: Option<u64>,
-    sockets: &[&SocketRaw],
-    prev: Option<&ProcPrev>,
+    sockets: &'a [&'a SocketRaw],
+    prev: Option<&'a ProcPrev>,
     dt_s: Option<f64>,
-) -> RankFrame {
+    migrations_rate: Option<f64>,
+    migrations: Option<(u64, u64)>,
+}
+
+fn build_rank(input: RankInput) -> RankFrame {
+    let RankInput {
+        w,
+        s,
+        netns,
+        cfs_ns,
+        sockets,
+        prev,
+        dt_s,
+        migrations_rate,
+        migrations,
+    } = input;
     let mut sig = Signals::new();
     let mut put = |k: &str, v: Option<f64>| {
         if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -497,12 +566,7 @@ fn build_rank(
             "run_delay_ms_per_s",
             rate(ps.run_delay_ns, s.run_delay_ns, dt).map(|r| r / 1e6),
         );
-        if s.migrations_known && ps.migrations_known {
-            put(
-                "migrations_per_s",
-                rate(ps.nr_migrations, s.nr_migrations, dt),
-            );
-        }
+        put("migrations_per_s", migrations_rate);
         put(
             "ctx_voluntary_per_s",
             rate(ps.ctx_voluntary, s.ctx_voluntary, dt),
@@ -555,7 +619,7 @@ fn build_rank(
         ctx_involuntary: s.ctx_involuntary,
         run_delay_ns: s.run_delay_ns,
         exec_ns: s.exec_ns,
-        nr_migrations: s.nr_migrations,
+        nr_migrations: migrations.map_or(0, |(_, total)| total),
         io_read_bytes: s.io_read_bytes,
         io_write_bytes: s.io_write_bytes,
         cfs_throttled_ns: cfs_ns,

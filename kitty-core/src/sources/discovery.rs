@@ -6,6 +6,7 @@ use super::labels::{filter_environ, labels_from};
 use super::process::read_start_time;
 use super::Roots;
 use crate::frame::{Labels, ProcKey};
+use std::collections::HashSet;
 
 #[derive(Debug, Clone)]
 pub struct WatchRule {
@@ -47,8 +48,20 @@ pub struct Watched {
 
 /// Lists the watched processes under the proc root.
 pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>> {
+    discover_skipping(roots, rule, &HashSet::new()).map(|(w, _)| w)
+}
+
+/// Like [`discover`], but does not look again at `skip` (pids already found
+/// unwatched: a process's environment is fixed at exec). Returns the watched
+/// processes and the pids examined and found unwatched.
+pub fn discover_skipping(
+    roots: &Roots,
+    rule: &WatchRule,
+    skip: &HashSet<u32>,
+) -> std::io::Result<(Vec<Watched>, Vec<u32>)> {
     let me = std::process::id();
     let mut out = Vec::new();
+    let mut unwatched = Vec::new();
     for entry in std::fs::read_dir(&roots.proc)? {
         let Ok(entry) = entry else { continue };
         let Some(pid) = entry
@@ -58,7 +71,7 @@ pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>
         else {
             continue;
         };
-        if pid == me {
+        if pid == me || skip.contains(&pid) {
             continue;
         }
         let dir = entry.path();
@@ -68,10 +81,14 @@ pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>
         let env = match std::fs::read(dir.join("environ")) {
             Ok(blob) => filter_environ(&blob, &rule.key),
             Err(_) if explicit => Vec::new(),
-            Err(_) => continue,
+            Err(_) => {
+                unwatched.push(pid);
+                continue;
+            }
         };
         let marked = env.iter().any(|(k, v)| *k == rule.key && *v == rule.value);
         if !marked && !explicit {
+            unwatched.push(pid);
             continue;
         }
         let Some((start_time, comm)) = read_start_time(&dir) else {
@@ -89,7 +106,7 @@ pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>
         });
     }
     out.sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));
-    Ok(out)
+    Ok((out, unwatched))
 }
 
 #[cfg(test)]
@@ -135,6 +152,31 @@ mod tests {
         let found = discover(&Roots::default(), &rule).unwrap();
         let _ = (plain.kill(), plain.wait());
         assert!(found.iter().any(|w| w.key.pid == plain.id()));
+    }
+
+    #[test]
+    fn skipped_pids_are_not_examined_again() {
+        let mut marked = std::process::Command::new("sleep")
+            .arg("30")
+            .env("KITTY_WATCH", "1")
+            .spawn()
+            .unwrap();
+        let mut plain = std::process::Command::new("sleep")
+            .arg("30")
+            .env_remove("KITTY_WATCH")
+            .spawn()
+            .unwrap();
+        let (_, unwatched) =
+            discover_skipping(&Roots::default(), &WatchRule::default(), &HashSet::new()).unwrap();
+        assert!(unwatched.contains(&plain.id()) && !unwatched.contains(&marked.id()));
+        let skip: HashSet<u32> = [marked.id()].into();
+        let (found, _) =
+            discover_skipping(&Roots::default(), &WatchRule::default(), &skip).unwrap();
+        let _ = (marked.kill(), plain.kill(), marked.wait(), plain.wait());
+        assert!(
+            !found.iter().any(|w| w.key.pid == marked.id()),
+            "a skipped pid is not read"
+        );
     }
 
     #[test]

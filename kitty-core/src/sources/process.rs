@@ -51,6 +51,9 @@ pub struct FdReuse<'a> {
 pub struct Reuse<'a> {
     pub fds: Option<FdReuse<'a>>,
     pub threads: Option<&'a BTreeMap<u32, ThreadSample>>,
+    /// Skip the per-thread `sched` files (migrations) this time: they are
+    /// large formatted files, read every few ticks rather than every tick.
+    pub skip_sched: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -106,7 +109,7 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         io_write_bytes: io.as_ref().map(|i| i.write_bytes),
         ..Default::default()
     };
-    read_threads(dir, &mut sample, reuse.threads);
+    read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched);
     read_fds(dir, &mut sample, reuse.fds);
     Ok(sample)
 }
@@ -116,7 +119,12 @@ pub fn count_cpus(ranges: &[(u32, u32)]) -> u32 {
     ranges.iter().map(|(a, b)| b.saturating_sub(*a) + 1).sum()
 }
 
-fn read_threads(dir: &Path, sample: &mut ProcSample, prev: Option<&BTreeMap<u32, ThreadSample>>) {
+fn read_threads(
+    dir: &Path,
+    sample: &mut ProcSample,
+    prev: Option<&BTreeMap<u32, ThreadSample>>,
+    sched: bool,
+) {
     let Ok(tasks) = std::fs::read_dir(dir.join("task")) else {
         return;
     };
@@ -136,11 +144,12 @@ fn read_threads(dir: &Path, sample: &mut ProcSample, prev: Option<&BTreeMap<u32,
         };
         sample.run_delay_ns += ss.run_delay;
         sample.exec_ns += ss.sum_exec_runtime;
-        if let Some(m) = std::fs::read_to_string(tdir.join("sched"))
-            .ok()
+        let migrations = sched
+            .then(|| std::fs::read_to_string(tdir.join("sched")).ok())
+            .flatten()
             .as_deref()
-            .and_then(parse_nr_migrations)
-        {
+            .and_then(parse_nr_migrations);
+        if let Some(m) = migrations {
             sample.nr_migrations += m;
             migrations_known = true;
         }
@@ -301,6 +310,7 @@ mod tests {
             Reuse {
                 fds,
                 threads: Some(&first.per_thread),
+                skip_sched: true,
             },
         )
         .unwrap();
@@ -314,6 +324,7 @@ mod tests {
             Reuse {
                 fds: bad,
                 threads: None,
+                skip_sched: false,
             },
         )
         .unwrap();
@@ -325,6 +336,10 @@ mod tests {
         }
         assert!(changed.fds_rescanned, "a different count rescans");
         assert_eq!(again.per_thread.values().next().unwrap().comm, "sleep");
+        assert!(
+            first.migrations_known && !again.migrations_known,
+            "sched skipped when asked"
+        );
         assert!(s.threads >= 1);
         assert!(s.fds.unwrap() >= 1);
         let inode = {

@@ -38,9 +38,11 @@ struct Ns {
     dumped_at: Option<std::time::Instant>,
 }
 
-/// A full dump walks every hash bucket of the kernel's TCP tables; between
-/// dumps the watched sockets are looked up one by one (a hash lookup each).
-const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// A full dump walks every bucket of the kernel's TCP hash (tens of ms on a
+/// large table), so it runs only when a rank has a socket not seen before, and
+/// otherwise once a minute to recheck sockets that were not TCP-connected yet.
+/// In between, the watched sockets are looked up one by one (a hash lookup each).
+const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// Requests per batch: the answers must fit the netlink receive buffer.
 const BATCH: usize = 64;
 
