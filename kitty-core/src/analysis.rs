@@ -13,44 +13,59 @@ use std::collections::{BTreeMap, HashMap};
 pub struct Rule {
     pub signal: &'static str,
     pub abs_floor: f64,
+    pub kind: Kind,
+}
+
+/// Which way is bad.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// Higher than the peers is bad (delay, retransmits, RTT).
+    High,
+    /// Lower than the peers by this factor is bad (clocks, SM activity).
+    Low(f64),
+    /// A 0/1 condition the rank has and its peers do not (throttled, lost GPU).
+    Flag,
+}
+
+const fn high(signal: &'static str, abs_floor: f64) -> Rule {
+    Rule {
+        signal,
+        abs_floor,
+        kind: Kind::High,
+    }
 }
 
 pub const RULES: &[Rule] = &[
+    high("run_delay_ms_per_s", 25.0),
+    high("runq_p99_us", 2_000.0),
+    high("cfs_throttled_ms_per_s", 20.0),
+    high("migrations_per_s", 100.0),
+    high("retrans_per_s", 5.0),
+    high("rtt_p50_us", 2_000.0),
+    high("rtt_p99_us", 5_000.0),
+    high("srtt_max_us", 5_000.0),
+    high("tx_queue_bytes", 1_000_000.0),
+    // GPU signals join through rank -> GPU.
     Rule {
-        signal: "run_delay_ms_per_s",
-        abs_floor: 25.0,
+        signal: "gpu_lost",
+        abs_floor: 0.5,
+        kind: Kind::Flag,
     },
     Rule {
-        signal: "runq_p99_us",
-        abs_floor: 2_000.0,
+        signal: "gpu_throttle_slowing",
+        abs_floor: 0.5,
+        kind: Kind::Flag,
+    },
+    high("gpu_xid_recent", 1.0),
+    Rule {
+        signal: "gpu_sm_clock_mhz",
+        abs_floor: 150.0,
+        kind: Kind::Low(1.2),
     },
     Rule {
-        signal: "cfs_throttled_ms_per_s",
-        abs_floor: 20.0,
-    },
-    Rule {
-        signal: "migrations_per_s",
-        abs_floor: 100.0,
-    },
-    Rule {
-        signal: "retrans_per_s",
-        abs_floor: 5.0,
-    },
-    Rule {
-        signal: "rtt_p50_us",
-        abs_floor: 2_000.0,
-    },
-    Rule {
-        signal: "rtt_p99_us",
-        abs_floor: 5_000.0,
-    },
-    Rule {
-        signal: "srtt_max_us",
-        abs_floor: 5_000.0,
-    },
-    Rule {
-        signal: "tx_queue_bytes",
-        abs_floor: 1_000_000.0,
+        signal: "gpu_sm_active_pct",
+        abs_floor: 15.0,
+        kind: Kind::Low(1.5),
     },
 ];
 
@@ -224,14 +239,23 @@ impl Analysis {
         frame.events.extend(events);
     }
 
+    /// `ratio` is the raise ratio, or the (lower) release ratio for hysteresis.
     fn is_outlier(&self, v: f64, m: f64, mad: f64, rule: &Rule, ratio: f64) -> bool {
-        let floor = rule.abs_floor
-            * if ratio < self.cfg.ratio_floor {
-                0.5
-            } else {
-                1.0
-            };
-        v - m >= floor && v >= ratio * m && v - m > self.cfg.mad_k * 1.4826 * mad
+        let releasing = ratio < self.cfg.ratio_floor;
+        let floor = rule.abs_floor * if releasing { 0.5 } else { 1.0 };
+        let spread = self.cfg.mad_k * 1.4826 * mad;
+        match rule.kind {
+            Kind::High => v - m >= floor && v >= ratio * m && v - m > spread,
+            Kind::Low(factor) => {
+                let factor = if releasing {
+                    1.0 + (factor - 1.0) / 2.0
+                } else {
+                    factor
+                };
+                m - v >= floor && v * factor <= m && m - v > spread
+            }
+            Kind::Flag => v >= rule.abs_floor && m < rule.abs_floor,
+        }
     }
 }
 
@@ -246,16 +270,38 @@ pub fn ratio(v: f64, m: f64, floor: f64) -> f64 {
 }
 
 fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, for_s: f64) -> Verdict {
-    let r = ratio(v, m, rule.abs_floor);
-    let message = format!(
-        "{}: {} {} vs peers {} ({:.0}x) for {:.0} s",
-        rank.display_name(),
-        label(rule.signal),
-        format_value(rule.signal, v),
-        format_value(rule.signal, m),
-        r,
-        for_s.max(0.0)
-    );
+    let name = rank.display_name();
+    let what = label(rule.signal);
+    let secs = for_s.max(0.0);
+    let (r, message) = match rule.kind {
+        Kind::Flag => (
+            v / m.max(0.01),
+            format!("{name}: {what} while its peers are not, for {secs:.0} s"),
+        ),
+        Kind::Low(_) => {
+            let r = m / v.max(m / 100.0).max(f64::MIN_POSITIVE);
+            let (vs, ms) = (format_value(rule.signal, v), format_value(rule.signal, m));
+            (
+                r,
+                format!("{name}: {what} {vs} vs peers {ms} ({r:.1}x lower) for {secs:.0} s"),
+            )
+        }
+        Kind::High if m <= rule.abs_floor / 100.0 => {
+            let (vs, ms) = (format_value(rule.signal, v), format_value(rule.signal, m));
+            (
+                ratio(v, m, rule.abs_floor),
+                format!("{name}: {what} {vs} vs peers {ms} for {secs:.0} s"),
+            )
+        }
+        Kind::High => {
+            let r = ratio(v, m, rule.abs_floor);
+            let (vs, ms) = (format_value(rule.signal, v), format_value(rule.signal, m));
+            (
+                r,
+                format!("{name}: {what} {vs} vs peers {ms} ({r:.0}x) for {secs:.0} s"),
+            )
+        }
+    };
     Verdict {
         rank: rank.labels.rank,
         pid: rank.key.pid,
@@ -265,7 +311,7 @@ fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, for_s: f64) -> Verdict
         peer_median: m,
         ratio: r,
         for_s,
-        severity: if r >= 10.0 {
+        severity: if r >= 10.0 || rule.kind == Kind::Flag || rule.signal == "gpu_xid_recent" {
             Severity::Critical
         } else {
             Severity::Warning

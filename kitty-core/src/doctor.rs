@@ -137,6 +137,16 @@ pub fn run(roots: &Roots) -> Vec<Check> {
     out
 }
 
+/// NVML: loads it and lists the GPUs, or says why not (a warning: kitty
+/// works without GPUs).
+pub fn nvml_check(lib_path: Option<std::path::PathBuf>) -> Check {
+    check(
+        "nvml",
+        crate::sources::nvml::NvmlSource::probe(lib_path),
+        true,
+    )
+}
+
 /// The process exit status doctor should use: non-zero when something failed.
 pub fn exit_code(checks: &[Check]) -> i32 {
     if checks.iter().any(|c| c.status == "fail") {

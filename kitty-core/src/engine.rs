@@ -30,6 +30,10 @@ impl Engine {
         cfg: SamplerConfig,
         mut enrichers: Vec<Box<dyn Enricher>>,
     ) -> (Engine, Receiver<Frame>) {
+        if let Some(n) = &cfg.nvml {
+            let nvml = crate::sources::nvml::NvmlSource::start(n.lib_path.clone(), cfg.interval);
+            enrichers.push(Box::new(nvml));
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(64);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();

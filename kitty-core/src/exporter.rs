@@ -7,7 +7,7 @@
 //! grace period and are then dropped, so cardinality follows the live job.
 
 use crate::frame::{Frame, ProcKey, RankFrame};
-use crate::signals::{HOST_SIGNALS, RANK_SIGNALS};
+use crate::signals::{GPU_SIGNALS, HOST_SIGNALS, RANK_SIGNALS};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -202,6 +202,27 @@ impl Exporter {
             }
         }
         drop(host);
+
+        // Per GPU: kitty_gpu_<signal>{node,gpu,name}, and XIDs over the window.
+        for s in GPU_SIGNALS {
+            let fam = Family::<LabelSet, GaugeF>::default();
+            let mut any = false;
+            for g in &f.gpus {
+                if let Some(v) = g.signals.get(s.name) {
+                    let l = vec![
+                        ("node".to_string(), f.node.clone()),
+                        ("gpu".to_string(), g.index.to_string()),
+                        ("name".to_string(), g.name.clone()),
+                    ];
+                    fam.get_or_create(&l).set(*v);
+                    any = true;
+                }
+            }
+            if any {
+                let help = format!("{} ({}; {})", s.meaning, unit_text(s.unit), s.source);
+                reg.register(format!("gpu_{}", s.name), help, fam);
+            }
+        }
 
         let straggler = Family::<LabelSet, GaugeF>::default();
         for v in &f.verdicts {

@@ -206,6 +206,20 @@ pub struct GpuFrame {
     pub index: u32,
     pub name: String,
     pub signals: Signals,
+    /// "ok", "lost" (fell off the bus) or "stale" (NVML stopped answering).
+    #[serde(default)]
+    pub status: String,
+    /// Active clock throttle reasons, decoded ("hw_slowdown", "sw_thermal"...).
+    #[serde(default)]
+    pub throttle: Vec<String>,
+    /// XID errors in the last window (count) and the most recent codes.
+    #[serde(default)]
+    pub xid_recent: u32,
+    #[serde(default)]
+    pub xid_last: Vec<u64>,
+    /// Compute processes on this GPU: (host pid, used memory bytes).
+    #[serde(default)]
+    pub processes: Vec<(u32, u64)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -24,6 +24,14 @@ pub struct SamplerConfig {
     pub node: String,
     /// Use sock_diag for per-socket tcp_info (else only /proc/<pid>/net/tcp).
     pub sock_diag: bool,
+    /// Poll NVML (None: GPU telemetry off, `--no-gpu`).
+    pub nvml: Option<NvmlConfig>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NvmlConfig {
+    /// libnvidia-ml.so.1 to load instead of the system's (`--nvml-lib`).
+    pub lib_path: Option<std::path::PathBuf>,
 }
 
 impl Default for SamplerConfig {
@@ -35,6 +43,7 @@ impl Default for SamplerConfig {
             discovery_every: Duration::from_secs(5),
             node: hostname(),
             sock_diag: true,
+            nvml: Some(NvmlConfig::default()),
         }
     }
 }

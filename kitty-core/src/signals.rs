@@ -229,6 +229,206 @@ pub const RANK_SIGNALS: &[SignalInfo] = &[
         "eBPF",
         "p99 wakeup-to-run latency (eBPF probe)"
     ),
+    sig!(
+        "gpu_util_pct",
+        "GPU utilization",
+        "%",
+        "NVML",
+        "utilization of the rank's GPU"
+    ),
+    sig!(
+        "gpu_sm_clock_mhz",
+        "GPU SM clock",
+        "MHz",
+        "NVML",
+        "SM clock of the rank's GPU"
+    ),
+    sig!(
+        "gpu_sm_active_pct",
+        "GPU SM activity",
+        "%",
+        "NVML GPM",
+        "SM activity of the rank's GPU (Hopper+)"
+    ),
+    sig!(
+        "gpu_throttle_slowing",
+        "GPU throttled",
+        "",
+        "NVML",
+        "1 when the rank's GPU is slowed (power cap, HW slowdown, thermal, power brake)"
+    ),
+    sig!(
+        "gpu_xid_recent",
+        "GPU XID errors",
+        "",
+        "NVML events",
+        "XID errors of the rank's GPU in the last 5 minutes"
+    ),
+    sig!(
+        "gpu_lost",
+        "GPU lost",
+        "",
+        "NVML",
+        "1 when the rank's GPU fell off the bus"
+    ),
+    sig!(
+        "gpu_power_w",
+        "GPU power",
+        "W",
+        "NVML",
+        "power draw of the rank's GPU"
+    ),
+    sig!(
+        "gpu_temp_c",
+        "GPU temperature",
+        "C",
+        "NVML",
+        "temperature of the rank's GPU"
+    ),
+    sig!(
+        "gpu_mem_used_bytes",
+        "GPU memory",
+        "B",
+        "NVML processes",
+        "GPU memory the rank's process uses"
+    ),
+];
+
+/// Per-GPU signals (`gpus[].signals`).
+pub const GPU_SIGNALS: &[SignalInfo] = &[
+    sig!("util_pct", "util", "%", "NVML", "GPU utilization"),
+    sig!(
+        "mem_util_pct",
+        "mem util",
+        "%",
+        "NVML",
+        "memory controller utilization"
+    ),
+    sig!("mem_used_bytes", "mem used", "B", "NVML", "memory used"),
+    sig!("mem_total_bytes", "mem total", "B", "NVML", "memory size"),
+    sig!("power_w", "power", "W", "NVML", "power draw"),
+    sig!(
+        "energy_j",
+        "energy",
+        "J",
+        "NVML",
+        "energy since driver load"
+    ),
+    sig!(
+        "energy_w",
+        "energy rate",
+        "W",
+        "NVML",
+        "energy per second between polls"
+    ),
+    sig!("temp_c", "temperature", "C", "NVML", "GPU temperature"),
+    sig!("sm_clock_mhz", "SM clock", "MHz", "NVML", "SM clock"),
+    sig!(
+        "sm_clock_max_mhz",
+        "SM clock max",
+        "MHz",
+        "NVML",
+        "maximum SM clock"
+    ),
+    sig!("mem_clock_mhz", "mem clock", "MHz", "NVML", "memory clock"),
+    sig!(
+        "mem_clock_max_mhz",
+        "mem clock max",
+        "MHz",
+        "NVML",
+        "maximum memory clock"
+    ),
+    sig!(
+        "pcie_rx_bytes_per_s",
+        "PCIe rx",
+        "B/s",
+        "NVML",
+        "PCIe receive throughput"
+    ),
+    sig!(
+        "pcie_tx_bytes_per_s",
+        "PCIe tx",
+        "B/s",
+        "NVML",
+        "PCIe transmit throughput"
+    ),
+    sig!(
+        "pcie_gen",
+        "PCIe gen",
+        "",
+        "NVML",
+        "current PCIe link generation"
+    ),
+    sig!(
+        "pcie_width",
+        "PCIe width",
+        "",
+        "NVML",
+        "current PCIe link width"
+    ),
+    sig!(
+        "ecc_sbe_volatile",
+        "ECC SBE",
+        "",
+        "NVML",
+        "corrected (single-bit) ECC errors since boot"
+    ),
+    sig!(
+        "ecc_dbe_volatile",
+        "ECC DBE",
+        "",
+        "NVML",
+        "uncorrected (double-bit) ECC errors since boot"
+    ),
+    sig!(
+        "retired_pages",
+        "retired pages",
+        "",
+        "NVML",
+        "pages retired for ECC errors (pre-Ampere)"
+    ),
+    sig!(
+        "throttle_slowing",
+        "throttled",
+        "",
+        "NVML",
+        "1 when a slowing clock event reason is active"
+    ),
+    sig!(
+        "xid_recent",
+        "XIDs",
+        "",
+        "NVML events",
+        "XID errors in the last 5 minutes"
+    ),
+    sig!(
+        "sm_active_pct",
+        "SM active",
+        "%",
+        "NVML GPM",
+        "SM activity (Hopper+)"
+    ),
+    sig!(
+        "sm_occupancy_pct",
+        "SM occupancy",
+        "%",
+        "NVML GPM",
+        "SM occupancy (Hopper+)"
+    ),
+    sig!(
+        "tensor_active_pct",
+        "tensor active",
+        "%",
+        "NVML GPM",
+        "tensor pipe activity (Hopper+)"
+    ),
+    sig!(
+        "dram_bw_util_pct",
+        "DRAM bandwidth",
+        "%",
+        "NVML GPM",
+        "DRAM bandwidth utilization (Hopper+)"
+    ),
 ];
 
 /// Host signals.

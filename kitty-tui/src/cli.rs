@@ -49,6 +49,12 @@ pub struct Common {
     /// Do not open sock_diag sockets; read /proc/<pid>/net/tcp only.
     #[arg(long, global = true)]
     pub no_sock_diag: bool,
+    /// No GPU telemetry (do not load NVML).
+    #[arg(long, global = true)]
+    pub no_gpu: bool,
+    /// Load this libnvidia-ml.so.1 instead of the system's.
+    #[arg(long, global = true, env = "KITTY_NVML_LIB", value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {

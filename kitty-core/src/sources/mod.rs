@@ -6,6 +6,7 @@ pub mod discovery;
 pub mod host;
 pub mod labels;
 pub mod netstat;
+pub mod nvml;
 pub mod process;
 pub mod sched;
 pub mod sockdiag;

@@ -299,6 +299,8 @@ mod tests {
             .spawn()
             .unwrap();
         let dir = std::path::PathBuf::from(format!("/proc/{}", child.id()));
+        // Let it finish exec (and drop the fds it had before) first.
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let first = read_process(&dir, 4096, Reuse::default()).unwrap();
         let fds = Some(FdReuse {
             count: first.fds.unwrap(),

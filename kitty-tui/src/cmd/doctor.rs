@@ -4,7 +4,10 @@ use crate::cli::Common;
 use kitty_core::sources::Roots;
 
 pub fn run(c: &Common, json: bool) -> super::Result<i32> {
-    let checks = kitty_core::doctor::run(&Roots::new(&c.proc_root));
+    let mut checks = kitty_core::doctor::run(&Roots::new(&c.proc_root));
+    if !c.no_gpu {
+        checks.push(kitty_core::doctor::nvml_check(c.nvml_lib.clone()));
+    }
     if json {
         let doc = serde_json::json!({
             "kitty_version": kitty_core::KITTY_VERSION,

@@ -88,6 +88,9 @@ pub fn sampler_config(c: &Common) -> Result<SamplerConfig> {
         },
         interval: c.interval,
         sock_diag: !c.no_sock_diag,
+        nvml: (!c.no_gpu).then(|| kitty_core::sampler::NvmlConfig {
+            lib_path: c.nvml_lib.clone(),
+        }),
         ..SamplerConfig::default()
     })
 }
