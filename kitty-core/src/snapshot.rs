@@ -44,7 +44,18 @@ pub fn snapshot_json(f: &Frame) -> Value {
     let gpus: Vec<Value> = f
         .gpus
         .iter()
-        .map(|g| json!({"index": g.index, "name": g.name, "signals": g.signals}))
+        .map(|g| {
+            let procs: Vec<Value> = g
+                .processes
+                .iter()
+                .map(|(pid, mem)| json!({"pid": pid, "used_bytes": mem}))
+                .collect();
+            json!({
+                "index": g.index, "name": g.name, "status": g.status, "signals": g.signals,
+                "throttle": g.throttle, "xid_recent": g.xid_recent, "xid_last": g.xid_last,
+                "processes": procs,
+            })
+        })
         .collect();
     json!({
         "kitty_version": crate::KITTY_VERSION,

@@ -56,7 +56,18 @@ fn frame(t: u64) -> Frame {
         f.gpus.push(GpuFrame {
             index: g,
             name: "H200".into(),
-            signals: [("gpu_util_pct".to_string(), 97.0)].into(),
+            signals: [
+                ("util_pct".to_string(), 97.0),
+                ("sm_clock_mhz".to_string(), 1980.0),
+            ]
+            .into(),
+            status: "ok".into(),
+            throttle: if g == 3 {
+                vec!["hw_slowdown".into()]
+            } else {
+                vec![]
+            },
+            ..Default::default()
         });
     }
     f

@@ -249,3 +249,19 @@ pub fn skip(why: &str) {
     }
     eprintln!("SKIP {why}");
 }
+
+/// Builds the stub libnvidia-ml.so.1 (tests/stub-nvml/nvml_stub.c) with the
+/// system C compiler into `dir`; returns its path.
+pub fn build_stub_nvml(dir: &std::path::Path) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("stub-nvml/nvml_stub.c");
+    let out = dir.join("libnvidia-ml.so.1");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run the C compiler");
+    assert!(st.success(), "building the NVML stub failed");
+    out
+}

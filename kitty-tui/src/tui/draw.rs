@@ -95,15 +95,20 @@ const COLS: &[Col] = &[
     },
 ];
 
+/// A sparkline scaled between the series' min and max; a flat series is a
+/// flat low line, so steady values never look like alarms.
 pub fn spark(values: &[f64]) -> String {
-    let max = values.iter().cloned().fold(0.0f64, f64::max);
+    let max = values.iter().cloned().fold(f64::MIN, f64::max);
+    let min = values.iter().cloned().fold(f64::MAX, f64::min);
+    let range = max - min;
+    let flat = range <= 0.0 || range <= max.abs() * 0.01;
     values
         .iter()
         .map(|v| {
-            if max <= 0.0 {
+            if flat {
                 SPARK[0]
             } else {
-                SPARK[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
+                SPARK[(((v - min) / range) * 7.0).round().clamp(0.0, 7.0) as usize]
             }
         })
         .collect()
@@ -280,7 +285,7 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
 
 fn visible_cols(width: u16) -> (Vec<&'static Col>, usize) {
     // Fixed: RANK 7, PID 8, VERDICT at least 18.
-    let budget = width.saturating_sub(7 + 8 + 18 + 2);
+    let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2);
     let mut cols: Vec<&Col> = COLS.iter().collect();
     let mut dropped = 0;
     while cols.iter().map(|c| c.width + 1).sum::<u16>() > budget && !cols.is_empty() {
@@ -294,6 +299,25 @@ fn visible_cols(width: u16) -> (Vec<&'static Col>, usize) {
         dropped += 1;
     }
     (cols, dropped)
+}
+
+/// The rank's GPU index, highlighted when a GPU signal flags the rank.
+fn gpu_cell<'a>(app: &App, r: &RankFrame, th: &Theme) -> Cell<'a> {
+    let text = r.gpu.map_or("-".to_string(), |g| g.to_string());
+    let sev = [
+        "gpu_lost",
+        "gpu_throttle_slowing",
+        "gpu_xid_recent",
+        "gpu_sm_clock_mhz",
+        "gpu_sm_active_pct",
+    ]
+    .iter()
+    .filter_map(|s| app.severity(r.key.pid, s))
+    .max();
+    match sev {
+        Some(s) => Cell::from(text).style(th.sev(s)),
+        None => Cell::from(text),
+    }
 }
 
 fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
@@ -325,7 +349,7 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
         );
     } else {
         let (cols, dropped) = visible_cols(table_area.width);
-        let mut header = vec![Cell::from("RANK"), Cell::from("PID")];
+        let mut header = vec![Cell::from("RANK"), Cell::from("PID"), Cell::from("GPU")];
         header.extend(cols.iter().map(|c| {
             let mark = if SORTS[app.sort].1 == c.signal {
                 "▼"
@@ -347,6 +371,7 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
                 let mut cells = vec![
                     Cell::from(r.labels.rank.map_or("-".to_string(), |x| x.to_string())),
                     Cell::from(r.key.pid.to_string()),
+                    gpu_cell(app, r, th),
                 ];
                 for c in &cols {
                     let text = match (r.signal(c.signal), c.alt.and_then(|a| r.signal(a))) {
@@ -404,7 +429,11 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
                 }
             })
             .collect();
-        let mut widths = vec![Constraint::Length(6), Constraint::Length(8)];
+        let mut widths = vec![
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(4),
+        ];
         widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
         widths.push(Constraint::Min(14));
         let mut title = format!(" ranks ({}) ", rows.len());
@@ -460,32 +489,206 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     }
 }
 
+/// Why the GPU area is empty, in words.
+fn no_gpu_lines<'a>(fr: &kitty_core::frame::Frame, th: &Theme) -> Vec<Line<'a>> {
+    let why = match fr.sources.get("nvml") {
+        Some(st) if st.is_ok() => "NVML reports no GPU on this node.".to_string(),
+        Some(st) => format!(
+            "nvml: {}",
+            st.reason.clone().unwrap_or_else(|| st.status.clone())
+        ),
+        None => "GPU telemetry is off (--no-gpu).".into(),
+    };
+    vec![
+        Line::styled("No GPU telemetry.", th.title()),
+        Line::raw(why),
+    ]
+}
+
+/// Badges for a GPU: status, throttle reasons, XIDs, ECC.
+fn gpu_badges<'a>(g: &kitty_core::frame::GpuFrame, th: &Theme) -> Vec<Span<'a>> {
+    let mut out = Vec::new();
+    if g.status != "ok" && !g.status.is_empty() {
+        out.push(Span::styled(
+            format!(" {} ", g.status.to_uppercase()),
+            th.sev(Severity::Critical),
+        ));
+    }
+    let slowing = [
+        "sw_power_cap",
+        "hw_slowdown",
+        "sw_thermal",
+        "hw_thermal",
+        "hw_power_brake",
+    ];
+    for t in g.throttle.iter().filter(|t| slowing.contains(&t.as_str())) {
+        out.push(Span::raw(" "));
+        out.push(Span::styled(
+            format!(" {} ", t.to_uppercase()),
+            th.sev(Severity::Warning),
+        ));
+    }
+    if g.xid_recent > 0 {
+        let codes: Vec<String> = g.xid_last.iter().map(|c| c.to_string()).collect();
+        out.push(Span::raw(" "));
+        out.push(Span::styled(
+            format!(" XID {} x{} ", codes.join(","), g.xid_recent),
+            th.sev(Severity::Critical),
+        ));
+    }
+    if g.signals.get("ecc_dbe_volatile").is_some_and(|v| *v > 0.0) {
+        out.push(Span::raw(" "));
+        out.push(Span::styled(" ECC DBE ", th.sev(Severity::Critical)));
+    }
+    out
+}
+
+/// Ranks whose process runs on GPU `index`.
+fn ranks_on(fr: &kitty_core::frame::Frame, index: u32) -> String {
+    let names: Vec<String> = fr
+        .ranks
+        .iter()
+        .filter(|r| r.gpu == Some(index))
+        .map(|r| {
+            r.labels
+                .rank
+                .map_or(format!("pid {}", r.key.pid), |x| x.to_string())
+        })
+        .collect();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(",")
+    }
+}
+
+fn gpu_val(g: &kitty_core::frame::GpuFrame, k: &str) -> Option<f64> {
+    g.signals.get(k).copied()
+}
+
 fn draw_gpu_summary(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     let Some(fr) = &app.frame else { return };
     let lines: Vec<Line> = if fr.gpus.is_empty() {
-        vec![
-            Line::styled("No GPU telemetry.", th.title()),
-            Line::raw(match fr.sources.get("nvml") {
-                Some(st) => format!("nvml: {}", st.reason.clone().unwrap_or_else(|| st.status.clone())),
-                None => "This build has no NVML source yet: GPU panes (util, clocks, throttle, XID) will appear here.".into(),
-            }),
-        ]
+        no_gpu_lines(fr, th)
     } else {
         fr.gpus
             .iter()
             .map(|g| {
-                let util = g
-                    .signals
-                    .get("gpu_util_pct")
-                    .map_or("-".into(), |v| format!("{v:.0}%"));
-                Line::raw(format!("GPU{} {} util {util}", g.index, g.name))
+                let hist: Vec<f64> = app
+                    .history
+                    .gpu(g.index, "util_pct")
+                    .map(|r| r.tail(6).collect())
+                    .unwrap_or_default();
+                let util = gpu_val(g, "util_pct").map_or("-".into(), |v| format!("{v:>3.0}%"));
+                let clock = gpu_val(g, "sm_clock_mhz").map_or("-".into(), |v| format!("{v:.0}MHz"));
+                let mut spans = vec![Span::raw(format!(
+                    "GPU{} {util} {} {clock} r{}",
+                    g.index,
+                    spark(&hist),
+                    ranks_on(fr, g.index)
+                ))];
+                spans.extend(gpu_badges(g, th));
+                Line::from(spans)
             })
             .collect()
     };
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(Block::bordered().title(" gpus ")),
+        Paragraph::new(lines).block(Block::bordered().title(" gpus (:gpus for detail) ")),
+        area,
+    );
+}
+
+/// The GPU detail view: per GPU, sparklines of util, memory, power,
+/// temperature and SM clock, the badges and the ranks on it.
+fn draw_gpus(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
+    let Some(fr) = &app.frame else { return };
+    if fr.gpus.is_empty() {
+        f.render_widget(
+            Paragraph::new(no_gpu_lines(fr, th)).block(Block::bordered().title(" gpus ")),
+            area,
+        );
+        return;
+    }
+    let spark_w = (area.width as usize).saturating_sub(60).clamp(4, 40);
+    let mut lines = Vec::new();
+    for g in &fr.gpus {
+        let mut head = vec![Span::styled(
+            format!("GPU{} {}", g.index, g.name),
+            th.title(),
+        )];
+        head.push(Span::raw(format!("  ranks {}", ranks_on(fr, g.index))));
+        head.extend(gpu_badges(g, th));
+        lines.push(Line::from(head));
+        let row = |label: &str, key: &str, text: String| {
+            let hist: Vec<f64> = app
+                .history
+                .gpu(g.index, key)
+                .map(|r| r.tail(spark_w).collect())
+                .unwrap_or_default();
+            Line::raw(format!("  {label:<12} {text:<22} {}", spark(&hist)))
+        };
+        let v = |k: &str| gpu_val(g, k);
+        lines.push(row(
+            "util",
+            "util_pct",
+            v("util_pct").map_or("-".into(), |x| {
+                format!("{x:.0}% (mem {:.0}%)", v("mem_util_pct").unwrap_or(0.0))
+            }),
+        ));
+        lines.push(row(
+            "memory",
+            "mem_used_bytes",
+            match (v("mem_used_bytes"), v("mem_total_bytes")) {
+                (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
+                _ => "-".into(),
+            },
+        ));
+        lines.push(row(
+            "power",
+            "power_w",
+            v("power_w").map_or("-".into(), |x| format!("{x:.0} W")),
+        ));
+        lines.push(row(
+            "temperature",
+            "temp_c",
+            v("temp_c").map_or("-".into(), |x| format!("{x:.0} C")),
+        ));
+        lines.push(row(
+            "SM clock",
+            "sm_clock_mhz",
+            match (v("sm_clock_mhz"), v("sm_clock_max_mhz")) {
+                (Some(c), Some(m)) => format!("{c:.0} / {m:.0} MHz"),
+                (Some(c), None) => format!("{c:.0} MHz"),
+                _ => "-".into(),
+            },
+        ));
+        let mut extra = Vec::new();
+        if let (Some(gen), Some(w)) = (v("pcie_gen"), v("pcie_width")) {
+            extra.push(format!("PCIe gen{gen:.0} x{w:.0}"));
+        }
+        if let (Some(rx), Some(tx)) = (v("pcie_rx_bytes_per_s"), v("pcie_tx_bytes_per_s")) {
+            extra.push(format!("rx {}/s tx {}/s", bytes(rx), bytes(tx)));
+        }
+        if let (Some(sbe), Some(dbe)) = (v("ecc_sbe_volatile"), v("ecc_dbe_volatile")) {
+            extra.push(format!("ECC sbe {sbe:.0} dbe {dbe:.0}"));
+        }
+        for (k, n) in [
+            ("sm_active_pct", "SM active"),
+            ("tensor_active_pct", "tensor"),
+            ("dram_bw_util_pct", "DRAM bw"),
+        ] {
+            if let Some(x) = v(k) {
+                extra.push(format!("{n} {x:.0}%"));
+            }
+        }
+        if !g.throttle.is_empty() {
+            extra.push(format!("clock events: {}", g.throttle.join(", ")));
+        }
+        lines.push(Line::raw(format!("  {}", extra.join("  "))));
+        lines.push(Line::raw(""));
+    }
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(format!(" gpus ({}) ", fr.gpus.len()))),
         area,
     );
 }
@@ -574,10 +777,6 @@ fn draw_events(f: &mut Frame, app: &App, area: Rect, th: &Theme, full: bool) {
         Paragraph::new(lines).block(Block::bordered().title(title)),
         area,
     );
-}
-
-fn draw_gpus(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
-    draw_gpu_summary(f, app, area, th);
 }
 
 /// Signals charted in the detail view.

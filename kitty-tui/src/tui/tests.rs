@@ -292,3 +292,80 @@ fn keys_filter_sort_pause_and_step() {
     app.on_key(key(KeyCode::Char('q')));
     assert!(app.quit);
 }
+
+/// Four GPUs: 2 throttled (HW slowdown), 1 with an XID 79, 3 lost; rank i on GPU i.
+fn gpu_frame(t: u64) -> Frame {
+    let mut f = frame(t, false, 4);
+    f.sources.insert("nvml".into(), SourceStatus::ok());
+    for i in 0..4u32 {
+        let mut s = Signals::new();
+        for (k, v) in [
+            ("util_pct", if i == 2 { 60.0 } else { 90.0 } + t as f64),
+            ("mem_util_pct", 40.0),
+            ("mem_used_bytes", 60e9),
+            ("mem_total_bytes", 141e9),
+            ("power_w", 650.0 - t as f64),
+            ("temp_c", if i == 2 { 87.0 } else { 62.0 }),
+            ("sm_clock_mhz", if i == 2 { 1100.0 } else { 1980.0 }),
+            ("sm_clock_max_mhz", 1980.0),
+            ("pcie_gen", 5.0),
+            ("pcie_width", 16.0),
+            ("ecc_sbe_volatile", 0.0),
+            ("ecc_dbe_volatile", 0.0),
+        ] {
+            s.insert(k.into(), v);
+        }
+        let mut g = GpuFrame {
+            index: i,
+            name: "NVIDIA H200".into(),
+            signals: s,
+            status: "ok".into(),
+            ..Default::default()
+        };
+        match i {
+            1 => {
+                g.xid_recent = 1;
+                g.xid_last = vec![79];
+            }
+            2 => g.throttle = vec!["hw_slowdown".into()],
+            3 => {
+                g.status = "lost".into();
+                g.signals.clear();
+            }
+            _ => {}
+        }
+        f.gpus.push(g);
+        f.ranks[i as usize].gpu = Some(i);
+    }
+    if t >= 3 {
+        f.verdicts.push(Verdict {
+            rank: Some(2),
+            pid: 4002,
+            job: Some("gpt2-ddp".into()),
+            signal: "gpu_throttle_slowing".into(),
+            value: 1.0,
+            peer_median: 0.0,
+            ratio: 100.0,
+            for_s: 1.0,
+            severity: Severity::Critical,
+            message: "rank 2: GPU throttled while its peers are not, for 1 s".into(),
+        });
+    }
+    f
+}
+
+#[test]
+fn gpu_panes_show_badges_and_ranks() {
+    let mut app = app_with((0..8).map(gpu_frame));
+    let main = render(&app, 160, 45);
+    assert!(
+        main.contains("HW_SLOWDOWN") && main.contains("XID 79") && main.contains("LOST"),
+        "{main}"
+    );
+    insta::assert_snapshot!("gpu_main", main);
+    app.view = View::Gpus;
+    let detail = render(&app, 160, 45);
+    assert!(detail.contains("GPU2 NVIDIA H200  ranks 2"));
+    assert!(detail.contains("1100 / 1980 MHz"));
+    insta::assert_snapshot!("gpu_detail", detail);
+}
