@@ -149,7 +149,11 @@ fn replay_of_a_recording_steps_with_t() {
         .unwrap();
     assert!(st.success());
     drop(procs);
-    let cmd = format!("{} replay {}", kitty_bin().display(), file.display());
+    let cmd = format!(
+        "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
+        kitty_bin().display(),
+        file.display()
+    );
     let Some(t) = Tmux::start(&cmd, 160, 45) else {
         return;
     };
@@ -167,11 +171,9 @@ fn replay_of_a_recording_steps_with_t() {
     let s = t.wait_for(&|s| s.contains("(2/"), 5);
     assert!(s.contains("(2/"), "stepped back:\n{s}");
     t.keys(&["q"]);
-    let t0 = Instant::now();
-    while t.query("#{pane_dead}") != "1" && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(t.query("#{pane_dead_status}"), "0");
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "replay did not exit 0 on q:\n{s}");
+    assert_eq!(t.query("#{alternate_on}"), "0");
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
@@ -235,7 +237,7 @@ fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("healthy.kitty");
     let cmd = format!(
-        "{} --record {} demo --straggler none",
+        "sh -c '{} --record {} demo --straggler none; echo EXIT=$?; sleep 60'",
         kitty_bin().display(),
         file.display()
     );
@@ -252,10 +254,8 @@ fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
         std::thread::sleep(Duration::from_secs(1));
     }
     t.keys(&["q"]);
-    let t0 = Instant::now();
-    while t.query("#{pane_dead}") != "1" && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "{s}");
     let mut r = kitty_core::record::Reader::open(&file).unwrap();
     let (frames, skipped) = r.read_all();
     assert!(skipped.is_empty());
@@ -275,6 +275,52 @@ fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
                 .all(|v| v.job.as_deref() != Some("kitty-demo")),
             "verdict in a healthy demo: {:?}",
             f.verdicts
+        );
+    }
+}
+
+#[test]
+fn sigterm_and_sighup_restore_the_terminal() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.kitty");
+    let st = Command::new(kitty_bin())
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(["--duration", "2s"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for sig in ["TERM", "HUP"] {
+        let cmd = format!(
+            "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
+            kitty_bin().display(),
+            file.display()
+        );
+        let Some(t) = Tmux::start(&cmd, 100, 30) else {
+            return;
+        };
+        let s = t.wait_for(&|s| s.contains("REPLAY"), 10);
+        assert!(s.contains("REPLAY"), "{s}");
+        assert_eq!(t.query("#{alternate_on}"), "1");
+        let sh = t.query("#{pane_pid}");
+        let kitty = children_of(sh.parse().unwrap());
+        assert_eq!(kitty.len(), 1, "the shell runs kitty: {kitty:?}");
+        Command::new("kill")
+            .args([&format!("-{sig}"), &kitty[0].to_string()])
+            .status()
+            .unwrap();
+        let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+        assert!(s.contains("EXIT=0"), "SIG{sig}: {s}");
+        assert_eq!(
+            t.query("#{alternate_on}"),
+            "0",
+            "SIG{sig} left the alternate screen on"
+        );
+        assert_eq!(
+            t.query("#{cursor_flag}"),
+            "1",
+            "SIG{sig} left the cursor hidden"
         );
     }
 }
