@@ -152,7 +152,7 @@ fn without_nvml_doctor_says_why_and_the_rest_works() {
     }
     assert_eq!(nvml["status"], "warn");
     assert_eq!(nvml["detail"], "libnvidia-ml.so.1 not found");
-    let snap = snapshot("1s", &[]);
+    let snap = snapshot("5s", &[]); // long enough for a poller to have gone stale
     assert_eq!(snap["sources"]["nvml"]["status"], "unavailable");
     assert_eq!(
         snap["sources"]["nvml"]["reason"],

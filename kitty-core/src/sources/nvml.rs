@@ -424,9 +424,11 @@ impl Enricher for NvmlSource {
                 .insert("nvml".into(), SourceStatus::degraded("starting"));
             return;
         };
-        let stale = snap
-            .at
-            .is_some_and(|t| t.elapsed() > self.interval * 4 + Duration::from_secs(2));
+        // Only a running poller can go stale; an unavailable NVML stays unavailable.
+        let stale = status.is_ok()
+            && snap
+                .at
+                .is_some_and(|t| t.elapsed() > self.interval * 4 + Duration::from_secs(2));
         let mut gpus = snap.gpus.clone();
         if stale {
             for g in &mut gpus {
