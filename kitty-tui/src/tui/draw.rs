@@ -384,7 +384,12 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
                                 .rank(r.key, c.signal)
                                 .map(|h| h.tail(spark_n).collect())
                                 .unwrap_or_default();
-                            format!("{:>6} {}", compact(c.signal, v), spark(&hist))
+                            if c.width < 8 {
+                                // Too narrow for a sparkline (AFF): the value alone.
+                                format!("{:>3}", compact(c.signal, v))
+                            } else {
+                                format!("{:>6} {}", compact(c.signal, v), spark(&hist))
+                            }
                         }
                         (None, _) if c.signal == "rtt_p50_us" => match r.signal("srtt_max_us") {
                             Some(v) => format!("~{}", compact("srtt_max_us", v)),
