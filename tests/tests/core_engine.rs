@@ -90,7 +90,7 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
         vec!["--work".into(), "10".into(), "--cpus".into(), cpus]
     });
     let hog = Command::new(kitty_bin())
-        .args(["demo-hog", "--cpu", &hog_cpu.to_string()])
+        .args(["demo-hog", "--cpu", &hog_cpu.to_string(), "--threads", "8"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -107,6 +107,7 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
             .collect(),
     );
     let v = signal(mine, "run_delay_ms_per_s");
+    eprintln!("contended rank {v:.1} ms/s vs peers median {peers:.1} ms/s");
     assert!(
         v >= 10.0 * peers,
         "straggler {v} ms/s vs peers' median {peers}: {snap:#}"
