@@ -46,6 +46,19 @@ pub struct Watched {
     pub netns: Option<u64>,
 }
 
+/// Seconds a process must have run before "not watched" is remembered.
+const SETTLED_S: f64 = 5.0;
+
+/// Whether the process started more than SETTLED_S ago.
+fn settled(dir: &std::path::Path, uptime: Option<f64>) -> bool {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    match (read_start_time(dir), uptime) {
+        (Some((start, _)), Some(up)) => up - start as f64 / hz > SETTLED_S,
+        _ => false,
+    }
+}
+
 /// Lists the watched processes under the proc root.
 pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>> {
     discover_skipping(roots, rule, &HashSet::new()).map(|(w, _)| w)
@@ -62,6 +75,9 @@ pub fn discover_skipping(
     let me = std::process::id();
     let mut out = Vec::new();
     let mut unwatched = Vec::new();
+    let uptime = std::fs::read_to_string(roots.proc.join("uptime"))
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok());
     for entry in std::fs::read_dir(&roots.proc)? {
         let Ok(entry) = entry else { continue };
         let Some(pid) = entry
@@ -88,7 +104,11 @@ pub fn discover_skipping(
         };
         let marked = env.iter().any(|(k, v)| *k == rule.key && *v == rule.value);
         if !marked && !explicit {
-            unwatched.push(pid);
+            // A process caught between fork and exec still shows its parent's
+            // environment: only settled (older) processes are remembered.
+            if settled(&dir, uptime) {
+                unwatched.push(pid);
+            }
             continue;
         }
         let Some((start_time, comm)) = read_start_time(&dir) else {
@@ -127,6 +147,7 @@ mod tests {
             .env_remove("KITTY_WATCH")
             .spawn()
             .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let found = discover(&Roots::default(), &WatchRule::default()).unwrap();
         let _ = (marked.kill(), plain.kill(), marked.wait(), plain.wait());
         let me = found
@@ -166,9 +187,25 @@ mod tests {
             .env_remove("KITTY_WATCH")
             .spawn()
             .unwrap();
-        let (_, unwatched) =
+        // Let both finish exec: before it, /proc shows the parent's environment.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (found, unwatched) =
             discover_skipping(&Roots::default(), &WatchRule::default(), &HashSet::new()).unwrap();
-        assert!(unwatched.contains(&plain.id()) && !unwatched.contains(&marked.id()));
+        assert!(
+            !unwatched.contains(&plain.id()),
+            "a young process is not remembered"
+        );
+        let up = std::fs::read_to_string("/proc/uptime").unwrap();
+        let up: f64 = up.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(
+            settled(std::path::Path::new("/proc/1"), Some(up)),
+            "init is settled"
+        );
+        assert!(
+            !unwatched.contains(&marked.id()),
+            "marked child is not unwatched"
+        );
+        assert!(found.iter().any(|w| w.key.pid == marked.id()));
         let skip: HashSet<u32> = [marked.id()].into();
         let (found, _) =
             discover_skipping(&Roots::default(), &WatchRule::default(), &skip).unwrap();
