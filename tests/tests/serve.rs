@@ -25,6 +25,24 @@ fn start_serve(procs: &mut Procs) -> (String, u32) {
     (addr, pid)
 }
 
+/// Runs `promtool check metrics` on an exposition.
+fn promtool_check_metrics(text: &str) -> std::process::Output {
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    check.wait_with_output().unwrap()
+}
+
 fn have(bin: &str) -> bool {
     Command::new(bin).arg("--version").output().is_ok()
 }
@@ -44,20 +62,7 @@ fn real_prometheus_scrapes_ranks_and_histograms() {
     // only lint is the unit-abbreviation rule, which DESIGN's signal names
     // (`_ms_per_s`, `_us`, `_per_s`) break on purpose: they are the contract.
     let (_, body) = http_get(&addr, "/metrics", &[]).unwrap();
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
+    let out = promtool_check_metrics(&body);
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -92,20 +97,7 @@ fn real_prometheus_scrapes_ranks_and_histograms() {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(clean.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
+    let out = promtool_check_metrics(&clean);
     assert!(
         out.status.success(),
         "promtool on the rest: {}{}",

@@ -181,6 +181,25 @@ fn dump_family(
     sock.send(&buf, 0)
         .map_err(|e| format!("sock_diag send: {e}"))?;
 
+    receive(sock, |payload| match payload {
+        NetlinkPayload::Done(_) => Some(Ok(())),
+        NetlinkPayload::Error(e) => Some(Err(format!("sock_diag: {e}"))),
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+            let (raw, id) = to_raw(*r);
+            ids.insert(raw.inode, (family, id));
+            out.insert(raw.inode, raw);
+            None
+        }
+        _ => None,
+    })
+}
+
+/// Reads netlink messages and hands each payload to `on`, until `on` says
+/// it is done (Some) or the socket fails.
+fn receive(
+    sock: &mut Socket,
+    mut on: impl FnMut(NetlinkPayload<SockDiagMessage>) -> Option<Result<(), String>>,
+) -> Result<(), String> {
     let mut rx = vec![0u8; 64 * 1024];
     loop {
         let n = sock
@@ -191,15 +210,8 @@ fn dump_family(
             let m = NetlinkMessage::<SockDiagMessage>::deserialize(&rx[off..n])
                 .map_err(|e| format!("sock_diag decode: {e}"))?;
             let len = m.header.length as usize;
-            match m.payload {
-                NetlinkPayload::Done(_) => return Ok(()),
-                NetlinkPayload::Error(e) => return Err(format!("sock_diag: {e}")),
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
-                    let (raw, id) = to_raw(*r);
-                    ids.insert(raw.inode, (family, id));
-                    out.insert(raw.inode, raw);
-                }
-                _ => {}
+            if let Some(done) = on(m.payload) {
+                return done;
             }
             if len == 0 {
                 break;
@@ -263,29 +275,15 @@ fn query_exact(
     sock.send(&buf, 0)
         .map_err(|e| format!("sock_diag send: {e}"))?;
     let mut answers = 0;
-    let mut rx = vec![0u8; 64 * 1024];
-    while answers < ids.len() {
-        let n = sock
-            .recv(&mut &mut rx[..], 0)
-            .map_err(|e| format!("sock_diag recv: {e}"))?;
-        let mut off = 0;
-        while off < n {
-            let m = NetlinkMessage::<SockDiagMessage>::deserialize(&rx[off..n])
-                .map_err(|e| format!("sock_diag decode: {e}"))?;
-            let len = m.header.length as usize;
-            answers += 1;
-            if let NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) = m.payload {
-                let (raw, _) = to_raw(*r);
-                out.insert(raw.inode, raw);
-            }
-            // An error answer means the socket closed since the dump.
-            if len == 0 {
-                break;
-            }
-            off += len;
+    receive(sock, |payload| {
+        answers += 1;
+        // An error answer means the socket closed since the dump.
+        if let NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) = payload {
+            let (raw, _) = to_raw(*r);
+            out.insert(raw.inode, raw);
         }
-    }
-    Ok(())
+        (answers >= ids.len()).then_some(Ok(()))
+    })
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
