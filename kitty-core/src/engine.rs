@@ -31,7 +31,11 @@ impl Engine {
         mut enrichers: Vec<Box<dyn Enricher>>,
     ) -> (Engine, Receiver<Frame>) {
         if let Some(n) = &cfg.nvml {
-            let nvml = crate::sources::nvml::NvmlSource::start(n.lib_path.clone(), cfg.interval);
+            let nvml = crate::sources::nvml::NvmlSource::start(
+                n.lib_path.clone(),
+                cfg.interval,
+                cfg.roots.proc.clone(),
+            );
             enrichers.push(Box::new(nvml));
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(64);

@@ -292,6 +292,13 @@ pub const RANK_SIGNALS: &[SignalInfo] = &[
         "NVML processes",
         "GPU memory the rank's process uses"
     ),
+    sig!(
+        "gpu_proc_sm_util_pct",
+        "GPU SM util (process)",
+        "%",
+        "NVML process samples",
+        "SM utilization of the rank's own process"
+    ),
 ];
 
 /// Per-GPU signals (`gpus[].signals`).
@@ -400,6 +407,48 @@ pub const GPU_SIGNALS: &[SignalInfo] = &[
         "",
         "NVML events",
         "XID errors in the last 5 minutes"
+    ),
+    sig!(
+        "nvlink_active_links",
+        "NVLinks",
+        "",
+        "NVML",
+        "active NVLink links"
+    ),
+    sig!(
+        "nvlink_crc_errors",
+        "NVLink CRC",
+        "",
+        "NVML",
+        "NVLink CRC (flit + data) errors, all links"
+    ),
+    sig!(
+        "nvlink_replay_errors",
+        "NVLink replay",
+        "",
+        "NVML",
+        "NVLink replay errors, all links"
+    ),
+    sig!(
+        "nvlink_recovery_errors",
+        "NVLink recovery",
+        "",
+        "NVML",
+        "NVLink recovery errors, all links"
+    ),
+    sig!(
+        "nvlink_tx_bytes_per_s",
+        "NVLink tx",
+        "B/s",
+        "NVML field values",
+        "NVLink data sent"
+    ),
+    sig!(
+        "nvlink_rx_bytes_per_s",
+        "NVLink rx",
+        "B/s",
+        "NVML field values",
+        "NVLink data received"
     ),
     sig!(
         "sm_active_pct",

@@ -6,7 +6,8 @@
  *   count, driver, gpu.N.{name,util,mem_util,mem_total,mem_used,power_mw,
  *   energy_mj,temp,sm_clock,sm_clock_max,mem_clock,mem_clock_max,throttle,
  *   pcie_rx_kb,pcie_tx_kb,pcie_gen,pcie_width,ecc_sbe,ecc_dbe,lost,hang_ms,
- *   pids}   pids = "pid:bytes,pid:bytes"
+ *   pids,proc_util,nvlinks,nvlink_crc,nvlink_tx_kib,nvlink_rx_kib}
+ *   pids = "pid:bytes,pid:bytes"   proc_util = "pid:sm%,pid:sm%"
  *   xid.seq, xid.gpu, xid.code   (a new seq delivers one XID event)
  */
 #include <stdio.h>
@@ -25,6 +26,14 @@ typedef struct { unsigned int version; unsigned long long total, reserved, free,
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId; } nvmlProcessInfo_t;
 typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; unsigned int gpuInstanceId, computeInstanceId; } nvmlEventData_t;
 typedef struct { unsigned int version, isSupportedDevice; } nvmlGpmSupport_t;
+typedef struct { unsigned int pid; unsigned long long timeStamp; unsigned int smUtil, memUtil, encUtil, decUtil; } nvmlProcessUtilizationSample_t;
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType; /* 3: unsigned long long */
+    nvmlReturn_t nvmlReturn;
+    unsigned long long value;
+} nvmlFieldValue_t;
 
 static int lookup(const char *key, char *out, size_t n) {
     const char *path = getenv("KITTY_NVML_STUB");
@@ -189,4 +198,50 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
     }
     usleep((timeout_ms < 200 ? timeout_ms : 200) * 1000);
     return TIMEOUT;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *out, unsigned int *count, unsigned long long since) {
+    DEV(d);
+    (void)since;
+    char key[64], v[2048] = "";
+    snprintf(key, sizeof key, "gpu.%u.proc_util", i);
+    if (!lookup(key, v, sizeof v)) return NOT_SUPPORTED;
+    nvmlProcessUtilizationSample_t list[64];
+    unsigned int n = 0;
+    for (char *tok = strtok(v, ","); tok && n < 64; tok = strtok(NULL, ",")) {
+        memset(&list[n], 0, sizeof list[n]);
+        list[n].pid = (unsigned int)strtoul(tok, NULL, 10);
+        char *colon = strchr(tok, ':');
+        list[n].smUtil = colon ? (unsigned int)strtoul(colon + 1, NULL, 10) : 0;
+        list[n].timeStamp = 1000 + n;
+        n++;
+    }
+    if (out == NULL || *count < n) { *count = n; return n ? INSUFFICIENT_SIZE : OK; }
+    memcpy(out, list, n * sizeof list[0]);
+    *count = n;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, int *active) {
+    DEV(d);
+    unsigned int links = (unsigned int)gnum(i, "nvlinks", 0);
+    if (links == 0 || link >= 18) return NOT_SUPPORTED;
+    *active = link < links;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t d, unsigned int link, int counter, unsigned long long *n) {
+    DEV(d);
+    /* counter 2 = CRC_FLIT: all CRC errors land on link 0 */
+    *n = (counter == 2 && link == 0) ? (unsigned long long)gnum(i, "nvlink_crc", 0) : 0;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    DEV(d);
+    for (int k = 0; k < count; k++) {
+        values[k].valueType = 3;
+        values[k].nvmlReturn = OK;
+        if (values[k].fieldId == 138) values[k].value = (unsigned long long)gnum(i, "nvlink_tx_kib", 0);
+        else if (values[k].fieldId == 139) values[k].value = (unsigned long long)gnum(i, "nvlink_rx_kib", 0);
+        else values[k].nvmlReturn = NOT_SUPPORTED;
+    }
+    return OK;
 }

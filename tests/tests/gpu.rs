@@ -39,7 +39,12 @@ fn stub_gpus_join_the_rank_comparison() {
     );
     for (i, pid) in pids.iter().enumerate() {
         text.push_str(&format!("gpu.{i}.pids={pid}:{}\n", (i as u64 + 1) << 30));
+        text.push_str(&format!("gpu.{i}.proc_util={pid}:{}\n", 50 + i));
     }
+    // GPU 0 has 4 active NVLinks with CRC errors on one.
+    text.push_str(
+        "gpu.0.nvlinks=4\ngpu.0.nvlink_crc=7\ngpu.0.nvlink_tx_kib=1000\ngpu.0.nvlink_rx_kib=2000\n",
+    );
     std::fs::write(&cfg, &text).unwrap();
     let snap = snapshot_with(&lib, &cfg, "4s");
 
@@ -56,6 +61,12 @@ fn stub_gpus_join_the_rank_comparison() {
     assert_eq!(gpus[1]["xid_last"], serde_json::json!([79]));
     assert_eq!(gpus[0]["signals"]["power_w"], 600.0);
     assert_eq!(gpus[0]["processes"][0]["pid"], pids[0]);
+    assert_eq!(gpus[0]["signals"]["nvlink_active_links"], 4.0);
+    assert_eq!(gpus[0]["signals"]["nvlink_crc_errors"], 7.0);
+    assert!(
+        gpus[1]["signals"].get("nvlink_active_links").is_none(),
+        "no NVLink: absent, not zero"
+    );
     for (i, r) in ranks_of(&snap, "gpu-job").iter().enumerate() {
         let rank = r["rank"].as_u64().unwrap() as usize;
         assert_eq!(r["gpu"], rank, "rank -> GPU from NVML's process list ({i})");
@@ -63,6 +74,7 @@ fn stub_gpus_join_the_rank_comparison() {
             r["signals"]["gpu_mem_used_bytes"],
             ((rank as u64 + 1) << 30) as f64
         );
+        assert_eq!(r["signals"]["gpu_proc_sm_util_pct"], (50 + rank) as f64);
     }
     let verdicts = snap["verdicts"].as_array().unwrap();
     let has = |rank: u64, signal: &str| {
@@ -159,4 +171,19 @@ fn without_nvml_doctor_says_why_and_the_rest_works() {
         "libnvidia-ml.so.1 not found"
     );
     assert_eq!(snap["sources"]["procfs"]["status"], "ok");
+}
+
+#[test]
+fn pids_from_another_pid_namespace_are_reported() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_stub_nvml(dir.path());
+    let cfg = dir.path().join("nvml.cfg");
+    // NVML lists host pids that do not exist in this pid namespace.
+    std::fs::write(&cfg, "count=1\ngpu.0.pids=3999999:1000,3999998:1000\n").unwrap();
+    let snap = snapshot_with(&lib, &cfg, "2s");
+    assert_eq!(snap["sources"]["nvml"]["status"], "degraded");
+    let reason = snap["sources"]["nvml"]["reason"].as_str().unwrap();
+    assert!(reason.contains("host PID namespace"), "{reason}");
+    assert_eq!(snap["gpus"][0]["status"], "ok", "the GPU itself is fine");
 }

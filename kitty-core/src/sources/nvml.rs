@@ -64,6 +64,8 @@ struct Snapshot {
     gpus: Vec<GpuFrame>,
     /// host pid -> GPU index.
     pid_gpu: HashMap<u32, u32>,
+    /// host pid -> SM utilization from NVML's per-process samples.
+    proc_sm_util: HashMap<u32, f64>,
     at: Option<Instant>,
 }
 
@@ -78,17 +80,23 @@ struct Shared {
 pub struct NvmlSource {
     shared: Arc<Shared>,
     interval: Duration,
+    /// Where this pid namespace's /proc is (to tell if NVML's pids are visible).
+    proc_root: PathBuf,
 }
 
 impl NvmlSource {
     /// Starts polling NVML (from `lib_path`, or the system's libnvidia-ml.so.1).
-    pub fn start(lib_path: Option<PathBuf>, interval: Duration) -> NvmlSource {
+    pub fn start(lib_path: Option<PathBuf>, interval: Duration, proc_root: PathBuf) -> NvmlSource {
         let shared = Arc::new(Shared::default());
         let s2 = shared.clone();
         let _ = std::thread::Builder::new()
             .name("kitty-nvml".into())
             .spawn(move || poll_loop(lib_path, interval, s2));
-        NvmlSource { shared, interval }
+        NvmlSource {
+            shared,
+            interval,
+            proc_root,
+        }
     }
 
     /// Runs one probe synchronously (for `doctor`): Ok(driver and GPU count) or the reason.
@@ -125,8 +133,7 @@ fn poll_loop(lib_path: Option<PathBuf>, interval: Duration, shared: Arc<Shared>)
     let _ = std::thread::Builder::new()
         .name("kitty-nvml-xid".into())
         .spawn(move || xid_loop(&n2, &s2));
-    let mut names: HashMap<u32, String> = HashMap::new();
-    let mut energy_prev: HashMap<u32, (Instant, u64)> = HashMap::new();
+    let mut state = PollState::default();
     loop {
         let t0 = Instant::now();
         let count = nvml.device_count();
@@ -140,18 +147,12 @@ fn poll_loop(lib_path: Option<PathBuf>, interval: Duration, shared: Arc<Shared>)
                 snap.status = Some(SourceStatus::ok());
                 let xids = shared.xids.lock().unwrap().clone();
                 for i in 0..n {
-                    let g = read_gpu(
-                        &nvml,
-                        i,
-                        &mut names,
-                        &mut energy_prev,
-                        &xids,
-                        &mut snap.pid_gpu,
-                    );
+                    let g = read_gpu(&nvml, i, &mut state, &xids, &mut snap.pid_gpu);
                     snap.gpus.push(g);
                 }
             }
         }
+        snap.proc_sm_util = state.proc_sm_util.clone();
         snap.at = Some(Instant::now());
         *shared.snap.lock().unwrap() = snap;
         let spent = t0.elapsed();
@@ -163,14 +164,27 @@ fn poll_loop(lib_path: Option<PathBuf>, interval: Duration, shared: Arc<Shared>)
     }
 }
 
+/// What the poller keeps between polls.
+#[derive(Default)]
+struct PollState {
+    names: HashMap<u32, String>,
+    energy_prev: HashMap<u32, (Instant, u64)>,
+    /// NVLink throughput counters (KiB) per GPU: (when, tx, rx).
+    nvlink_prev: HashMap<u32, (Instant, u64, u64)>,
+    /// Last process-utilization sample timestamp per GPU.
+    util_seen: HashMap<u32, u64>,
+    /// host pid -> SM utilization of its last sample.
+    proc_sm_util: HashMap<u32, f64>,
+}
+
 fn read_gpu(
     nvml: &Nvml,
     i: u32,
-    names: &mut HashMap<u32, String>,
-    energy_prev: &mut HashMap<u32, (Instant, u64)>,
+    st: &mut PollState,
     xids: &VecDeque<(Instant, u32, u64)>,
     pid_gpu: &mut HashMap<u32, u32>,
 ) -> GpuFrame {
+    let names = &mut st.names;
     let mut g = GpuFrame {
         index: i,
         status: "ok".into(),
@@ -263,7 +277,7 @@ fn read_gpu(
     );
     if let Ok(mj) = energy {
         let now = Instant::now();
-        if let Some((t, prev)) = energy_prev.insert(i, (now, mj)) {
+        if let Some((t, prev)) = st.energy_prev.insert(i, (now, mj)) {
             let dt = now.duration_since(t).as_secs_f64();
             if mj >= prev && dt > 0.0 {
                 sig.insert("energy_w".into(), (mj - prev) as f64 / 1000.0 / dt);
@@ -315,6 +329,20 @@ fn read_gpu(
         Err(NvmlError::GpuLost) => lost = true,
         Err(_) => {}
     }
+    nvlink(&dev, i, &mut st.nvlink_prev, &mut sig);
+    match dev.process_utilization_stats(st.util_seen.get(&i).copied()) {
+        Ok(samples) => {
+            for p in &samples {
+                st.util_seen.insert(
+                    i,
+                    p.timestamp.max(st.util_seen.get(&i).copied().unwrap_or(0)),
+                );
+                st.proc_sm_util.insert(p.pid, p.sm_util as f64);
+            }
+        }
+        Err(NvmlError::GpuLost) => lost = true,
+        Err(_) => {}
+    }
     gpm(nvml, &dev, &mut sig);
     let window_start = Instant::now().checked_sub(XID_WINDOW);
     let recent: Vec<u64> = xids
@@ -336,6 +364,70 @@ fn clone_err(e: &NvmlError) -> NvmlError {
     match e {
         NvmlError::GpuLost => NvmlError::GpuLost,
         _ => NvmlError::Unknown,
+    }
+}
+
+/// NVLink: active links, summed error counters, and throughput from NVML's
+/// field values (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, KiB counters).
+fn nvlink(
+    dev: &nvml_wrapper::Device,
+    i: u32,
+    prev: &mut HashMap<u32, (Instant, u64, u64)>,
+    sig: &mut Signals,
+) {
+    use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+    use nvml_wrapper::enums::device::SampleValue;
+    use nvml_wrapper::structs::device::FieldId;
+    const MAX_LINKS: u32 = 18;
+    let (mut active, mut crc, mut replay, mut recovery) = (0u32, 0u64, 0u64, 0u64);
+    for l in 0..MAX_LINKS {
+        let link = dev.link_wrapper_for(l);
+        match link.is_active() {
+            Ok(true) => active += 1,
+            Ok(false) => continue,
+            // No NVLink on this GPU (or past its last link).
+            Err(_) => break,
+        }
+        crc += link.error_counter(ErrorCounter::DlCrcFlit).unwrap_or(0)
+            + link.error_counter(ErrorCounter::DlCrcData).unwrap_or(0);
+        replay += link.error_counter(ErrorCounter::DlReplay).unwrap_or(0);
+        recovery += link.error_counter(ErrorCounter::DlRecovery).unwrap_or(0);
+    }
+    if active == 0 {
+        return;
+    }
+    sig.insert("nvlink_active_links".into(), active as f64);
+    sig.insert("nvlink_crc_errors".into(), crc as f64);
+    sig.insert("nvlink_replay_errors".into(), replay as f64);
+    sig.insert("nvlink_recovery_errors".into(), recovery as f64);
+    let as_u64 = |v: &Result<SampleValue, NvmlError>| match v {
+        Ok(SampleValue::U64(x)) => Some(*x),
+        Ok(SampleValue::U32(x)) => Some(*x as u64),
+        Ok(SampleValue::I64(x)) => Some(*x as u64),
+        _ => None,
+    };
+    if let Ok(vals) = dev.field_values_for(&[FieldId(138), FieldId(139)]) {
+        let get = |k: usize| {
+            vals.get(k)
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|s| as_u64(&s.value))
+        };
+        if let (Some(tx), Some(rx)) = (get(0), get(1)) {
+            let now = Instant::now();
+            if let Some((t, ptx, prx)) = prev.insert(i, (now, tx, rx)) {
+                let dt = now.duration_since(t).as_secs_f64();
+                if dt > 0.0 && tx >= ptx && rx >= prx {
+                    sig.insert(
+                        "nvlink_tx_bytes_per_s".into(),
+                        (tx - ptx) as f64 * 1024.0 / dt,
+                    );
+                    sig.insert(
+                        "nvlink_rx_bytes_per_s".into(),
+                        (rx - prx) as f64 * 1024.0 / dt,
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -439,7 +531,23 @@ impl Enricher for NvmlSource {
                 SourceStatus::degraded("NVML stopped answering; GPU data is stale"),
             );
         } else {
-            frame.sources.insert("nvml".into(), status);
+            frame.sources.insert("nvml".into(), status.clone());
+        }
+        // NVML reports host pids: if none of them exist here, kitty is in a
+        // container without the host PID namespace and cannot map ranks.
+        if !stale && status.is_ok() && !snap.pid_gpu.is_empty() {
+            let visible = snap
+                .pid_gpu
+                .keys()
+                .any(|p| self.proc_root.join(p.to_string()).exists());
+            if !visible {
+                frame.sources.insert(
+                    "nvml".into(),
+                    SourceStatus::degraded(
+                        "NVML's process pids are not visible here: run kitty in the host PID namespace (hostPID: true) to map ranks to GPUs",
+                    ),
+                );
+            }
         }
         for r in &mut frame.ranks {
             let Some(gi) = snap.pid_gpu.get(&r.key.pid).copied() else {
@@ -449,6 +557,9 @@ impl Enricher for NvmlSource {
             let Some(g) = gpus.iter().find(|g| g.index == gi) else {
                 continue;
             };
+            if let Some(u) = snap.proc_sm_util.get(&r.key.pid) {
+                r.signals.insert("gpu_proc_sm_util_pct".into(), *u);
+            }
             if let Some((_, used)) = g.processes.iter().find(|(p, _)| *p == r.key.pid) {
                 r.signals.insert("gpu_mem_used_bytes".into(), *used as f64);
             }

@@ -686,6 +686,17 @@ fn draw_gpus(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
                 extra.push(format!("{n} {x:.0}%"));
             }
         }
+        if let Some(n) = v("nvlink_active_links") {
+            let mut t = format!(
+                "NVLink x{n:.0} crc {:.0} replay {:.0}",
+                v("nvlink_crc_errors").unwrap_or(0.0),
+                v("nvlink_replay_errors").unwrap_or(0.0)
+            );
+            if let (Some(tx), Some(rx)) = (v("nvlink_tx_bytes_per_s"), v("nvlink_rx_bytes_per_s")) {
+                t.push_str(&format!(" tx {}/s rx {}/s", bytes(tx), bytes(rx)));
+            }
+            extra.push(t);
+        }
         if !g.throttle.is_empty() {
             extra.push(format!("clock events: {}", g.throttle.join(", ")));
         }
