@@ -151,7 +151,7 @@ impl Analysis {
         let now = frame.mono_ns;
         let mut verdicts = Vec::new();
         let mut events = Vec::new();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut jobs: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
         for (i, r) in frame.ranks.iter().enumerate() {
             jobs.entry(r.labels.job.clone()).or_default().push(i);
@@ -174,7 +174,7 @@ impl Analysis {
                     };
                     let rank = &frame.ranks[*i];
                     let key = (rank.key, rule.signal);
-                    seen.push(key);
+                    seen.insert(key);
                     let outlier = self.is_outlier(*v, m, mad, rule, self.cfg.ratio_floor);
                     let still = self.is_outlier(*v, m, mad, rule, self.cfg.release_ratio);
                     let t = self.tracks.entry(key).or_default();

@@ -188,7 +188,6 @@ impl Exporter {
             );
         }
 
-        let host = Family::<LabelSet, GaugeF>::default();
         for s in HOST_SIGNALS {
             if let Some(v) = f.host.signals.get(s.name) {
                 let fam = Family::<LabelSet, GaugeF>::default();
@@ -201,7 +200,6 @@ impl Exporter {
                 );
             }
         }
-        drop(host);
 
         // Per GPU: kitty_gpu_<signal>{node,gpu,name}, and XIDs over the window.
         for s in GPU_SIGNALS {

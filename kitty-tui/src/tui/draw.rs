@@ -489,7 +489,7 @@ fn draw_main(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
         ])
         .areas(lower_area);
         draw_gpu_summary(f, app, gpu, th);
-        draw_host(f, app, host, th);
+        draw_host(f, app, host);
         draw_events(f, app, events, th, false);
     }
 }
@@ -709,7 +709,7 @@ fn draw_gpus(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     );
 }
 
-fn draw_host(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
+fn draw_host(f: &mut Frame, app: &App, area: Rect) {
     let Some(fr) = &app.frame else { return };
     let h = &fr.host.signals;
     let g = |k: &str| h.get(k).copied();
@@ -755,7 +755,6 @@ fn draw_host(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
             opt(g("psi_io_some_pct"), &|v| format!("{v:.1}%"))
         )),
     ];
-    let _ = th;
     f.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" host ")),
         area,
@@ -823,20 +822,24 @@ fn peer_band(app: &App, me: &RankFrame, signal: &str) -> Vec<(f64, f64)> {
     let Some(mine) = app.history.rank(me.key, signal) else {
         return Vec::new();
     };
+    // Peers' values by frame time, gathered once: a lookup per point in each
+    // peer's ring would be quadratic in the history length on every draw.
+    let mut by_time: std::collections::HashMap<u64, Vec<f64>> = std::collections::HashMap::new();
+    for p in &peers {
+        for (t, v) in p.points() {
+            by_time.entry(*t).or_default().push(*v);
+        }
+    }
     mine.points()
         .filter_map(|(t, _)| {
-            let mut vals: Vec<f64> = peers
-                .iter()
-                .filter_map(|p| p.points().find(|(pt, _)| pt == t).map(|(_, v)| *v))
-                .collect();
-            kitty_core::analysis::median(&mut vals).map(|m| (*t as f64 / 1e9, m))
+            let vals = by_time.get_mut(t)?;
+            kitty_core::analysis::median(vals).map(|m| (*t as f64 / 1e9, m))
         })
         .collect()
 }
 
 fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     let Some(r) = app.selected_rank() else { return };
-    let Some(fr) = &app.frame else { return };
     let title = format!(
         " {} · pid {} · {} · job {} · {} threads · state {} ",
         r.display_name(),
@@ -995,7 +998,6 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
             .title("threads by run-queue delay"),
     );
     f.render_widget(tt, threads);
-    let _ = fr;
 }
 
 fn draw_help(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
