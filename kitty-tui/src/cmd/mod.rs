@@ -7,7 +7,7 @@ mod replay;
 mod serve;
 
 pub use replay::open as replay_open;
-mod snapshot;
+pub mod snapshot;
 
 use crate::cli::{Cli, Command, Common};
 use kitty_core::sampler::SamplerConfig;

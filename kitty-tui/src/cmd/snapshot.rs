@@ -1,12 +1,21 @@
 //! `snapshot --json`: sample for a while, print the final frame as JSON.
 
-use kitty_core::engine::Engine;
+use kitty_core::engine::{Engine, Enricher};
 use kitty_core::sampler::SamplerConfig;
 use std::time::{Duration, Instant};
 
 pub fn run(cfg: SamplerConfig, duration: Duration) -> super::Result<i32> {
+    run_with(cfg, duration, Vec::new())
+}
+
+/// The same, with extra sources (the demo adds its job's step times).
+pub fn run_with(
+    cfg: SamplerConfig,
+    duration: Duration,
+    enrichers: Vec<Box<dyn Enricher>>,
+) -> super::Result<i32> {
     let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, Vec::new());
+    let (mut engine, rx) = Engine::start(cfg, enrichers);
     let start = Instant::now();
     let mut last = None;
     // At least two frames, so rates exist.

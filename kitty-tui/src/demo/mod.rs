@@ -177,33 +177,11 @@ pub fn run(
     let job = start(&args)?;
     let enricher: Box<dyn Enricher> = Box::new(StepTimes(job.step_ms.clone()));
     let code = match args.headless {
-        Some(d) => headless(cfg, enricher, d),
+        Some(d) => crate::cmd::snapshot::run_with(cfg, d, vec![enricher]),
         None => crate::tui::run_live(cfg, record, Some(enricher)),
     };
     drop(job);
     code
-}
-
-fn headless(
-    cfg: SamplerConfig,
-    enricher: Box<dyn Enricher>,
-    d: std::time::Duration,
-) -> crate::cmd::Result<i32> {
-    let (mut engine, rx) = kitty_core::engine::Engine::start(cfg, vec![enricher]);
-    let start = std::time::Instant::now();
-    let mut last = None;
-    while start.elapsed() < d {
-        if let Ok(f) = rx.recv_timeout(std::time::Duration::from_millis(100)) {
-            last = Some(f);
-        }
-    }
-    engine.stop();
-    let f = last.ok_or("no frame was sampled")?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&kitty_core::snapshot::snapshot_json(&f)).expect("json")
-    );
-    Ok(0)
 }
 
 /// The demo's CPU hog: busy threads that spin forever, pinned if asked
