@@ -108,15 +108,10 @@ pub fn start_ring(
 
 /// Runs `kitty-tui snapshot --json` and parses its output.
 pub fn snapshot(duration: &str, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(kitty_bin())
-        .args(["snapshot", "--json", "--duration", duration])
-        .args(extra)
-        .output()
-        .expect("run snapshot");
-    assert!(
-        out.status.success(),
-        "snapshot failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(kitty_bin())
+            .args(["snapshot", "--json", "--duration", duration])
+            .args(extra),
     );
     serde_json::from_slice(&out.stdout).expect("snapshot prints JSON")
 }
@@ -264,4 +259,25 @@ pub fn build_stub_nvml(dir: &std::path::Path) -> PathBuf {
         .expect("run the C compiler");
     assert!(st.success(), "building the NVML stub failed");
     out
+}
+
+/// Runs a command and returns its output; a failure shows its stderr.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("start the command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `kitty-tui record -o FILE --duration D`, which must succeed.
+pub fn record(file: impl AsRef<std::path::Path>, duration: &str) {
+    run_ok(
+        Command::new(kitty_bin())
+            .args(["record", "-o"])
+            .arg(file.as_ref())
+            .args(["--duration", duration]),
+    );
 }

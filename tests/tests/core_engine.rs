@@ -57,14 +57,8 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
             vec!["--work".into(), "10".into()]
         });
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let out = Command::new(kitty_bin())
-            .args(["record", "-o"])
-            .arg(std::env::temp_dir().join(format!("kitty-healthy-{}.kitty", std::process::id())))
-            .args(["--duration", "10s"])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
         let path = std::env::temp_dir().join(format!("kitty-healthy-{}.kitty", std::process::id()));
+        record(&path, "10s");
         let mut r = kitty_core::record::Reader::open(&path).unwrap();
         let (frames, _) = r.read_all();
         let _ = std::fs::remove_file(&path);
@@ -247,15 +241,7 @@ fn bad_input_is_one_line_and_non_zero() {
 
 #[test]
 fn doctor_json_reports_procfs_checks() {
-    let out = Command::new(kitty_bin())
-        .args(["doctor", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new(kitty_bin()).args(["doctor", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = v["checks"].as_array().unwrap();
     for name in ["proc_root", "schedstat", "cgroup", "sock_diag"] {

@@ -10,16 +10,11 @@ fn snapshot_with(
     cfg: &std::path::Path,
     duration: &str,
 ) -> serde_json::Value {
-    let out = Command::new(kitty_bin())
-        .args(["snapshot", "--json", "--duration", duration, "--nvml-lib"])
-        .arg(lib)
-        .env("KITTY_NVML_STUB", cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(kitty_bin())
+            .args(["snapshot", "--json", "--duration", duration, "--nvml-lib"])
+            .arg(lib)
+            .env("KITTY_NVML_STUB", cfg),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }

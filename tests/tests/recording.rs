@@ -11,17 +11,7 @@ fn record_then_replay_and_export_match() {
     start_ring(&mut procs, 3, "rec", &|_| vec![]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.kitty");
-    let out = Command::new(kitty_bin())
-        .args(["record", "-o"])
-        .arg(&file)
-        .args(["--duration", "10s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    record(&file, "10s");
     drop(procs);
 
     let mut r = kitty_core::record::Reader::open(&file).unwrap();

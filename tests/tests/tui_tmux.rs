@@ -141,13 +141,7 @@ fn replay_of_a_recording_steps_with_t() {
     start_ring(&mut procs, 3, "replayed", &|_| vec![]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.kitty");
-    let st = Command::new(kitty_bin())
-        .args(["record", "-o"])
-        .arg(&file)
-        .args(["--duration", "4s"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    record(&file, "4s");
     drop(procs);
     let cmd = format!(
         "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
@@ -284,13 +278,7 @@ fn sigterm_and_sighup_restore_the_terminal() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("empty.kitty");
-    let st = Command::new(kitty_bin())
-        .args(["record", "-o"])
-        .arg(&file)
-        .args(["--duration", "2s"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    record(&file, "2s");
     for sig in ["TERM", "HUP"] {
         let cmd = format!(
             "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
