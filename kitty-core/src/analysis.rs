@@ -14,6 +14,9 @@ pub struct Rule {
     pub signal: &'static str,
     pub abs_floor: f64,
     pub kind: Kind,
+    /// Critical whatever the ratio (a lost GPU, an XID): otherwise a verdict
+    /// is critical from 10x its peers.
+    pub always_critical: bool,
 }
 
 /// Which way is bad.
@@ -27,12 +30,17 @@ pub enum Kind {
     Flag,
 }
 
-const fn high(signal: &'static str, abs_floor: f64) -> Rule {
+const fn rule(signal: &'static str, abs_floor: f64, kind: Kind, always_critical: bool) -> Rule {
     Rule {
         signal,
         abs_floor,
-        kind: Kind::High,
+        kind,
+        always_critical,
     }
+}
+
+const fn high(signal: &'static str, abs_floor: f64) -> Rule {
+    rule(signal, abs_floor, Kind::High, false)
 }
 
 pub const RULES: &[Rule] = &[
@@ -46,27 +54,11 @@ pub const RULES: &[Rule] = &[
     high("srtt_max_us", 5_000.0),
     high("tx_queue_bytes", 1_000_000.0),
     // GPU signals join through rank -> GPU.
-    Rule {
-        signal: "gpu_lost",
-        abs_floor: 0.5,
-        kind: Kind::Flag,
-    },
-    Rule {
-        signal: "gpu_throttle_slowing",
-        abs_floor: 0.5,
-        kind: Kind::Flag,
-    },
-    high("gpu_xid_recent", 1.0),
-    Rule {
-        signal: "gpu_sm_clock_mhz",
-        abs_floor: 150.0,
-        kind: Kind::Low(1.2),
-    },
-    Rule {
-        signal: "gpu_sm_active_pct",
-        abs_floor: 15.0,
-        kind: Kind::Low(1.5),
-    },
+    rule("gpu_lost", 0.5, Kind::Flag, true),
+    rule("gpu_throttle_slowing", 0.5, Kind::Flag, true),
+    rule("gpu_xid_recent", 1.0, Kind::High, true),
+    rule("gpu_sm_clock_mhz", 150.0, Kind::Low(1.2), false),
+    rule("gpu_sm_active_pct", 15.0, Kind::Low(1.5), false),
 ];
 
 #[derive(Debug, Clone)]
@@ -311,7 +303,7 @@ fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, for_s: f64) -> Verdict
         peer_median: m,
         ratio: r,
         for_s,
-        severity: if r >= 10.0 || rule.kind == Kind::Flag || rule.signal == "gpu_xid_recent" {
+        severity: if r >= 10.0 || rule.always_critical {
             Severity::Critical
         } else {
             Severity::Warning
