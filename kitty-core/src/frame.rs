@@ -39,6 +39,27 @@ pub struct Frame {
     /// real jobs may later through a side channel). Ground truth for checks.
     #[serde(default)]
     pub job_step_ms: BTreeMap<String, f64>,
+    /// Flows seen by the flow probe in the last seconds, busiest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowFrame>,
+}
+
+/// Bytes of one (process, local endpoint, remote endpoint), from eBPF.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowFrame {
+    pub pid: u32,
+    /// The rank's comm when the flow belongs to a watched process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    pub netns: u64,
+    pub protocol: String,
+    pub local: String,
+    pub remote: String,
+    /// Since the flow was first seen.
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes_per_s: f64,
+    pub rx_bytes_per_s: f64,
 }
 
 /// Identity of a watched process: a pid alone is not enough (pid reuse).
@@ -79,6 +100,10 @@ pub struct RankFrame {
     /// The busiest threads by run-queue delay (at most a handful).
     #[serde(default)]
     pub threads: Vec<ThreadFrame>,
+    /// Latency histograms of this tick from the probes ("rtt_us",
+    /// "runq_us"): (bucket upper bound, count), non-empty buckets only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, Vec<(f64, u64)>>,
 }
 
 impl RankFrame {
@@ -275,6 +300,12 @@ pub enum EventKind {
     VerdictCleared,
     SourceLost,
     SourceRecovered,
+    /// The OOM killer chose a victim (from eBPF).
+    OomKill,
+    /// A watched process died from a fatal signal (from eBPF).
+    FatalSignal,
+    /// Many execve calls in a short time (from eBPF, rate-limited).
+    ExecBurst,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -443,6 +443,7 @@ impl Sampler {
             events,
             verdicts: Vec::new(),
             job_step_ms: BTreeMap::new(),
+            flows: Vec::new(),
         };
         self.seq += 1;
         frame
@@ -650,6 +651,7 @@ fn build_rank(input: RankInput) -> RankFrame {
         signals: sig,
         sockets: socket_frames,
         threads,
+        histograms: BTreeMap::new(),
     }
 }
 

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Raw (unsmoothed) TCP RTT samples per socket. The hooks run in softirq
+ * context, so samples are keyed by the socket (netns, ports, remote address),
+ * never by the current pid; the user side maps sockets to ranks. Several
+ * hooks, one per strategy: the loader attaches the first that works. */
+#include "kitty.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct sock_key {
+	u32 netns;
+	u16 family;
+	u16 lport;   /* host order */
+	u16 rport;   /* host order */
+	u16 _pad;
+	u8 raddr[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 2048);
+	__type(key, struct sock_key);
+	__type(value, struct hist);
+} rtt_hist SEC(".maps");
+
+static __always_inline int sock_key_of(struct sock *sk, struct sock_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	k->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	k->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	k->rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (k->family == AF_INET) {
+		u32 a = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(k->raddr, &a, 4);
+	} else if (k->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&k->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+static __always_inline struct hist *hist_for(struct sock_key *k)
+{
+	struct hist *h = bpf_map_lookup_elem(&rtt_hist, k);
+	if (h)
+		return h;
+	static const struct hist zero = {};
+	bpf_map_update_elem(&rtt_hist, k, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&rtt_hist, k);
+}
+
+static __always_inline void record(struct sock *sk, long rtt_us)
+{
+	struct sock_key k;
+	if (rtt_us <= 0 || sock_key_of(sk, &k))
+		return;
+	struct hist *h = hist_for(&k);
+	if (h)
+		hist_add(h, (u32)rtt_us);
+}
+
+/* tcp_rtt_estimator(sk, mrtt_us): the seed's hook; inlined on some kernels. */
+SEC("fentry/tcp_rtt_estimator")
+int BPF_PROG(fentry_rtt_estimator, struct sock *sk, long mrtt_us)
+{
+	record(sk, mrtt_us);
+	return 0;
+}
+
+SEC("kprobe/tcp_rtt_estimator")
+int BPF_KPROBE(kprobe_rtt_estimator, struct sock *sk, long mrtt_us)
+{
+	record(sk, mrtt_us);
+	return 0;
+}
+
+/* tcp_ack_update_rtt(sk, flag, seq_rtt_us, sack_rtt_us, ca_rtt_us, rs):
+ * the sample the estimator gets is seq_rtt_us, or sack_rtt_us without one. */
+SEC("fentry/tcp_ack_update_rtt")
+int BPF_PROG(fentry_ack_update_rtt, struct sock *sk, int flag, long seq_rtt_us,
+	     long sack_rtt_us)
+{
+	record(sk, seq_rtt_us > 0 ? seq_rtt_us : sack_rtt_us);
+	return 0;
+}
+
+SEC("kprobe/tcp_ack_update_rtt")
+int BPF_KPROBE(kprobe_ack_update_rtt, struct sock *sk, int flag, long seq_rtt_us,
+	       long sack_rtt_us)
+{
+	record(sk, seq_rtt_us > 0 ? seq_rtt_us : sack_rtt_us);
+	return 0;
+}
+
+/* tcp_probe fires for every segment received on an established socket.
+ * rack.rtt_us is the RTT of the most recently delivered segment; count it
+ * only when rack.mstamp moved, i.e. once per ACK that delivered new data. */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tp_tcp_probe, struct sock *sk, const struct __sk_buff *skb)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	u64 stamp = BPF_CORE_READ(tp, rack.mstamp);
+	u32 rtt = BPF_CORE_READ(tp, rack.rtt_us);
+	struct sock_key k;
+	if (!rtt || sock_key_of(sk, &k))
+		return 0;
+	struct hist *h = hist_for(&k);
+	if (!h || h->last_stamp == stamp)
+		return 0;
+	h->last_stamp = stamp;
+	hist_add(h, rtt);
+	return 0;
+}

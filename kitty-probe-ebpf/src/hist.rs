@@ -1,0 +1,234 @@
+//! The kernel's log-linear latency histogram (see `bpf/kitty.h`), read back:
+//! bucket bounds, per-tick differences of the cumulative counts, merging, and
+//! percentiles interpolated inside a bucket.
+
+/// Must match HIST_SUB_BITS / HIST_BUCKETS in bpf/kitty.h.
+pub const SUB_BITS: u32 = 3;
+pub const BUCKETS: usize = 256;
+
+/// The map value, laid out as `struct hist` in bpf/kitty.h.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawHist {
+    pub count: u64,
+    pub sum_us: u64,
+    pub max_us: u32,
+    pub _pad: u32,
+    pub last_stamp: u64,
+    pub buckets: [u32; BUCKETS],
+}
+
+// SAFETY: plain old data, every bit pattern valid, no padding the kernel does
+// not also write (the explicit _pad).
+unsafe impl aya::Pod for RawHist {}
+
+impl Default for RawHist {
+    fn default() -> Self {
+        RawHist {
+            count: 0,
+            sum_us: 0,
+            max_us: 0,
+            _pad: 0,
+            last_stamp: 0,
+            buckets: [0; BUCKETS],
+        }
+    }
+}
+
+/// The bucket a value falls in: the same arithmetic as `hist_bucket` in C.
+pub fn bucket_of(v: u32) -> usize {
+    let sub = 1u32 << SUB_BITS;
+    if v < sub {
+        return v as usize;
+    }
+    let msb = 31 - v.leading_zeros();
+    let idx = (msb - SUB_BITS + 1) * sub + ((v >> (msb - SUB_BITS)) & (sub - 1));
+    (idx as usize).min(BUCKETS - 1)
+}
+
+/// [low, high) bounds of a bucket, in the histogram's unit (microseconds).
+pub fn bucket_bounds(i: usize) -> (f64, f64) {
+    let sub = 1usize << SUB_BITS;
+    if i < sub {
+        return (i as f64, i as f64 + 1.0);
+    }
+    let octave = (i / sub) as u32 + SUB_BITS - 1;
+    let step = 1u64 << (octave - SUB_BITS);
+    let low = (1u64 << octave) + (i % sub) as u64 * step;
+    (low as f64, (low + step) as f64)
+}
+
+/// Counts of one interval: what happened between two reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hist {
+    pub count: u64,
+    pub sum_us: u64,
+    /// The largest sample so far (the kernel keeps a running max, not a
+    /// per-interval one: see `max_in_interval`).
+    pub max_us: u32,
+    pub buckets: Vec<u64>,
+}
+
+impl Default for Hist {
+    fn default() -> Self {
+        Hist {
+            count: 0,
+            sum_us: 0,
+            max_us: 0,
+            buckets: vec![0; BUCKETS],
+        }
+    }
+}
+
+impl Hist {
+    /// `now - before` for cumulative kernel histograms. A reset (an LRU
+    /// eviction and re-creation) reads as the new counts.
+    pub fn delta(now: &RawHist, before: Option<&RawHist>) -> Hist {
+        let mut h = Hist {
+            count: now.count,
+            sum_us: now.sum_us,
+            max_us: now.max_us,
+            buckets: now.buckets.iter().map(|&b| b as u64).collect(),
+        };
+        if let Some(b) = before.filter(|b| b.count <= now.count) {
+            h.count -= b.count;
+            h.sum_us = h.sum_us.saturating_sub(b.sum_us);
+            for (x, y) in h.buckets.iter_mut().zip(b.buckets.iter()) {
+                *x = x.saturating_sub(*y as u64);
+            }
+        }
+        h
+    }
+
+    pub fn merge(&mut self, other: &Hist) {
+        self.count += other.count;
+        self.sum_us += other.sum_us;
+        self.max_us = self.max_us.max(other.max_us);
+        for (x, y) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *x += y;
+        }
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The q-quantile (0..=1), interpolated linearly inside its bucket.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.samples();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut seen = 0.0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let c = c as f64;
+            if seen + c >= rank {
+                let (lo, hi) = bucket_bounds(i);
+                let frac = ((rank - seen) / c).clamp(0.0, 1.0);
+                return Some(lo + (hi - lo) * frac);
+            }
+            seen += c;
+        }
+        let last = self.buckets.iter().rposition(|&c| c > 0)?;
+        Some(bucket_bounds(last).1)
+    }
+
+    /// The upper bound of the highest non-empty bucket: the interval's max
+    /// to within a bucket (the kernel's `max_us` never decays).
+    pub fn max_in_interval(&self) -> Option<f64> {
+        let last = self.buckets.iter().rposition(|&c| c > 0)?;
+        let (_, hi) = bucket_bounds(last);
+        Some(if self.max_us as f64 >= bucket_bounds(last).0 {
+            (self.max_us as f64).min(hi)
+        } else {
+            hi
+        })
+    }
+
+    /// Non-empty buckets as (upper bound, count), for the frame.
+    pub fn nonzero(&self) -> Vec<(f64, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (bucket_bounds(i).1, c))
+            .collect()
+    }
+
+    /// Every sample into an hdrhistogram, at its bucket's midpoint.
+    pub fn to_hdr(&self) -> hdrhistogram::Histogram<u64> {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures");
+        for (i, &c) in self.buckets.iter().enumerate() {
+            if c > 0 {
+                let (lo, hi) = bucket_bounds(i);
+                let _ = h.record_n(((lo + hi) / 2.0) as u64, c);
+            }
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_falls_inside_its_bucket() {
+        for v in (0u32..5000).chain([49_999, 50_000, 65_535, 65_536, 1 << 30, u32::MAX]) {
+            let b = bucket_of(v);
+            let (lo, hi) = bucket_bounds(b);
+            if b < BUCKETS - 1 {
+                assert!(lo <= v as f64 && (v as f64) < hi, "{v} in {b}: [{lo}, {hi})");
+            }
+        }
+    }
+
+    #[test]
+    fn buckets_are_contiguous_and_about_nine_percent_wide() {
+        for i in 1..BUCKETS - 1 {
+            assert_eq!(bucket_bounds(i - 1).1, bucket_bounds(i).0, "gap at {i}");
+        }
+        let (lo, hi) = bucket_bounds(bucket_of(50_000));
+        assert!((hi - lo) / lo < 0.13, "{lo}..{hi}");
+    }
+
+    #[test]
+    fn quantiles_come_from_the_interval_not_the_total() {
+        let mut before = RawHist::default();
+        before.count = 100;
+        before.buckets[bucket_of(20)] = 100;
+        let mut now = before;
+        now.count = 110;
+        now.buckets[bucket_of(50_000)] += 10;
+        let d = Hist::delta(&now, Some(&before));
+        assert_eq!(d.samples(), 10);
+        let p50 = d.quantile(0.5).unwrap();
+        assert!((45_000.0..60_000.0).contains(&p50), "{p50}");
+    }
+
+    #[test]
+    fn a_reset_counts_as_new() {
+        let mut before = RawHist::default();
+        before.count = 100;
+        let mut now = RawHist::default();
+        now.count = 3;
+        now.buckets[5] = 3;
+        assert_eq!(Hist::delta(&now, Some(&before)).samples(), 3);
+    }
+
+    #[test]
+    fn hdr_and_bucket_quantiles_agree() {
+        let mut h = Hist::default();
+        for v in [10u32, 100, 1000, 10_000, 100_000] {
+            h.buckets[bucket_of(v)] += 20;
+        }
+        let hdr = h.to_hdr();
+        let ours = h.quantile(0.99).unwrap();
+        let theirs = hdr.value_at_quantile(0.99) as f64;
+        assert!((ours - theirs).abs() / theirs < 0.1, "{ours} vs {theirs}");
+    }
+}

@@ -1,0 +1,119 @@
+//! Loading and attaching, with failures turned into one-line reasons for
+//! `doctor` and the TUI header. Nothing is pinned: every program and link
+//! belongs to a file descriptor of this process, so the kernel releases all
+//! of it when kitty exits, by any path (kill -9 included).
+
+use aya::programs::{BtfTracePoint, FEntry, KProbe};
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::sync::OnceLock;
+
+/// The committed objects, built by `just ebpf` (scripts/build-bpf.sh).
+pub mod objects {
+    pub static RTT: &[u8] = aya::include_bytes_aligned!("bpf/rtt.bpf.o");
+    pub static RUNQ: &[u8] = aya::include_bytes_aligned!("bpf/runq.bpf.o");
+    pub static FLOW: &[u8] = aya::include_bytes_aligned!("bpf/flow.bpf.o");
+    pub static EVENTS: &[u8] = aya::include_bytes_aligned!("bpf/events.bpf.o");
+}
+
+/// The kernel's BTF, parsed once.
+pub fn kernel_btf() -> Result<&'static Btf, String> {
+    static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
+    BTF.get_or_init(|| {
+        Btf::from_sys_fs().map_err(|e| format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}"))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; raise it.
+fn raise_memlock() {
+    let r = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit with a valid struct; failure is harmless here.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) };
+}
+
+/// Loads an object (maps created, nothing attached yet).
+pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf, String> {
+    raise_memlock();
+    kernel_btf()?;
+    let mut loader = EbpfLoader::new();
+    for (name, v) in globals {
+        loader.override_global(name, v, true);
+    }
+    loader.load(bytes).map_err(|e| reason(&e))
+}
+
+/// One line for an aya error, with the usual cause spelled out.
+pub fn reason(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    // A verifier log is long: keep its last line, which says what failed.
+    if let Some(at) = s.find("Verifier output:") {
+        let log = &s[at..];
+        let last = log
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with(':') && !l.starts_with("verification time") && !l.starts_with("processed ") && !l.starts_with("stack depth"))
+            .last()
+            .unwrap_or("")
+            .to_string();
+        s.truncate(at);
+        s.push_str("verifier: ");
+        s.push_str(&last);
+    }
+    if s.contains("Operation not permitted") || s.contains("EPERM") {
+        s.push_str(" (needs root, or CAP_BPF and CAP_PERFMON)");
+    }
+    s
+}
+
+/// Loads and attaches a tp_btf program by its function name.
+pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<(), String> {
+    let btf = kernel_btf()?;
+    let p: &mut BtfTracePoint = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the object"))?
+        .try_into()
+        .map_err(|e| reason(&e))?;
+    p.load(tracepoint, btf).map_err(|e| reason(&e))?;
+    p.attach().map_err(|e| reason(&e))?;
+    Ok(())
+}
+
+pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
+    let btf = kernel_btf()?;
+    let p: &mut FEntry = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the object"))?
+        .try_into()
+        .map_err(|e| reason(&e))?;
+    p.load(function, btf).map_err(|e| reason(&e))?;
+    p.attach().map_err(|e| reason(&e))?;
+    Ok(())
+}
+
+pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
+    let p: &mut KProbe = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the object"))?
+        .try_into()
+        .map_err(|e| reason(&e))?;
+    p.load().map_err(|e| reason(&e))?;
+    p.attach(function, 0).map_err(|e| reason(&e))?;
+    Ok(())
+}
+
+/// Several tp_btf programs that only make sense together.
+pub fn attach_all(ebpf: &mut Ebpf, progs: &[(&str, &str)]) -> Result<(), String> {
+    for (prog, tp) in progs {
+        attach_tp_btf(ebpf, prog, tp).map_err(|e| format!("tp_btf/{tp}: {e}"))?;
+    }
+    Ok(())
+}

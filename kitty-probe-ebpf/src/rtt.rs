@@ -1,0 +1,193 @@
+//! Raw TCP RTT per rank. The kernel keeps a histogram per socket; each tick
+//! reads the histograms of the ranks' own sockets (known from the core's
+//! socket inventory), takes the interval's difference, and gives each rank
+//! p50/p99/max plus `link_rtt_us`: the lowest per-connection median among
+//! the connections that cross the rank's link (its own, and its peers'
+//! connections to it on this node). A link is no slower than the fastest
+//! connection through it, which keeps the healthy neighbour of a slow rank
+//! from being blamed for the slow connection they share.
+
+use crate::hist::{Hist, RawHist};
+use crate::load::{self, objects};
+use aya::maps::{HashMap as BpfHashMap, MapData};
+use aya::Ebpf;
+use kitty_core::frame::Frame;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+/// Must match `struct sock_key` in bpf/rtt.bpf.c.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SockKey {
+    pub netns: u32,
+    pub family: u16,
+    pub lport: u16,
+    pub rport: u16,
+    pub _pad: u16,
+    pub raddr: [u8; 16],
+}
+// SAFETY: repr(C) plain data with explicit padding.
+unsafe impl aya::Pod for SockKey {}
+
+impl SockKey {
+    /// The key the kernel computes for a socket with these endpoints.
+    pub fn new(netns: u64, local: &SocketAddr, remote: &SocketAddr) -> SockKey {
+        let mut raddr = [0u8; 16];
+        let family = match remote.ip() {
+            IpAddr::V4(a) => {
+                raddr[..4].copy_from_slice(&a.octets());
+                libc::AF_INET as u16
+            }
+            IpAddr::V6(a) => {
+                raddr.copy_from_slice(&a.octets());
+                libc::AF_INET6 as u16
+            }
+        };
+        SockKey {
+            netns: netns as u32,
+            family,
+            lport: local.port(),
+            rport: remote.port(),
+            _pad: 0,
+            raddr,
+        }
+    }
+}
+
+/// The attach strategies, best first (see DESIGN: "raw TCP RTT").
+const STRATEGIES: &[(&str, &str, &str)] = &[
+    ("fentry", "fentry_rtt_estimator", "tcp_rtt_estimator"),
+    ("kprobe", "kprobe_rtt_estimator", "tcp_rtt_estimator"),
+    ("fentry", "fentry_ack_update_rtt", "tcp_ack_update_rtt"),
+    ("kprobe", "kprobe_ack_update_rtt", "tcp_ack_update_rtt"),
+    ("tp_btf", "tp_tcp_probe", "tcp_probe"),
+];
+
+pub struct RttProbe {
+    _ebpf: Ebpf,
+    map: BpfHashMap<MapData, SockKey, RawHist>,
+    pub strategy: String,
+    /// Why the better strategies did not attach.
+    pub tried: Vec<String>,
+    prev: HashMap<SockKey, RawHist>,
+    /// Last p50 per rank pid and its age in ticks, to bridge a tick without
+    /// an ACK on a very slow link.
+    held: HashMap<u32, (f64, u32)>,
+}
+
+impl RttProbe {
+    pub fn start() -> Result<RttProbe, String> {
+        let mut ebpf = load::load_object(objects::RTT, &[])?;
+        let mut tried = Vec::new();
+        let mut strategy = None;
+        for (kind, prog, func) in STRATEGIES {
+            let r = match *kind {
+                "fentry" => load::attach_fentry(&mut ebpf, prog, func),
+                "kprobe" => load::attach_kprobe(&mut ebpf, prog, func),
+                _ => load::attach_tp_btf(&mut ebpf, prog, func),
+            };
+            let name = if *kind == "tp_btf" {
+                "tp_btf/tcp_probe + tcp_sock.rack.rtt_us".to_string()
+            } else {
+                format!("{kind}/{func}")
+            };
+            match r {
+                Ok(()) => {
+                    strategy = Some(name);
+                    break;
+                }
+                Err(e) => tried.push(format!("{name}: {e}")),
+            }
+        }
+        let strategy = strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
+        let map = BpfHashMap::try_from(ebpf.take_map("rtt_hist").ok_or("rtt_hist map missing")?)
+            .map_err(|e| load::reason(&e))?;
+        Ok(RttProbe {
+            _ebpf: ebpf,
+            map,
+            strategy,
+            tried,
+            prev: HashMap::new(),
+            held: HashMap::new(),
+        })
+    }
+
+    pub fn enrich(&mut self, frame: &mut Frame) {
+        let mut prev = std::mem::take(&mut self.prev);
+        // Per rank: (own merged histogram, per-connection medians by local endpoint).
+        let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];
+        let mut conn_p50: Vec<Vec<(SocketAddr, SocketAddr, f64)>> = vec![Vec::new(); frame.ranks.len()];
+        for (i, r) in frame.ranks.iter_mut().enumerate() {
+            let Some(ns) = r.netns else { continue };
+            for s in r.sockets.iter_mut() {
+                let (Ok(local), Ok(remote)) = (s.local.parse::<SocketAddr>(), s.remote.parse::<SocketAddr>()) else {
+                    continue;
+                };
+                if remote.port() == 0 {
+                    continue;
+                }
+                let key = SockKey::new(ns, &local, &remote);
+                let Ok(raw) = self.map.get(&key, 0) else { continue };
+                let d = Hist::delta(&raw, prev.get(&key));
+                self.prev.insert(key, raw);
+                if let Some(p50) = d.quantile(0.5) {
+                    s.signals.insert("rtt_p50_us".into(), p50);
+                    conn_p50[i].push((local, remote, p50));
+                }
+                own[i].merge(&d);
+            }
+        }
+        prev.clear();
+        // Every rank's sockets by (local, remote), to find the rank at the far
+        // end of a connection when it runs on this node.
+        let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
+        for (j, r) in frame.ranks.iter().enumerate() {
+            for s in &r.sockets {
+                owner.insert((s.local.as_str(), s.remote.as_str()), j);
+            }
+        }
+        let mut link = vec![f64::INFINITY; frame.ranks.len()];
+        for (i, conns) in conn_p50.iter().enumerate() {
+            for (local, remote, p50) in conns {
+                link[i] = link[i].min(*p50);
+                let far = (remote.to_string(), local.to_string());
+                if let Some(&j) = owner.get(&(far.0.as_str(), far.1.as_str())) {
+                    if j != i {
+                        link[j] = link[j].min(*p50);
+                    }
+                }
+            }
+        }
+        drop(owner);
+        for (i, r) in frame.ranks.iter_mut().enumerate() {
+            let h = &own[i];
+            let pid = r.key.pid;
+            match h.quantile(0.5) {
+                Some(p50) => {
+                    r.signals.insert("rtt_p50_us".into(), p50);
+                    r.signals.insert("rtt_p99_us".into(), h.quantile(0.99).unwrap_or(p50));
+                    if let Some(m) = h.max_in_interval() {
+                        r.signals.insert("rtt_max_us".into(), m);
+                    }
+                    r.histograms.insert("rtt_us".into(), h.nonzero());
+                    self.held.insert(pid, (p50, 0));
+                }
+                None => {
+                    // No delivered ACK this tick: keep the last median for up
+                    // to 2 s so a very slow link does not blink out of view.
+                    if let Some((v, age)) = self.held.get_mut(&pid) {
+                        *age += 1;
+                        if *age <= 4 {
+                            r.signals.insert("rtt_p50_us".into(), *v);
+                        }
+                    }
+                }
+            }
+            if link[i].is_finite() {
+                r.signals.insert("link_rtt_us".into(), link[i]);
+            }
+        }
+        let live: std::collections::HashSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
+        self.held.retain(|pid, _| live.contains(pid));
+    }
+}

@@ -1,0 +1,63 @@
+//! Run-queue latency per watched process: p50/p99/max per tick and the
+//! interval's histogram for the detail view.
+
+use crate::hist::{Hist, RawHist};
+use crate::load::{self, objects};
+use crate::watched::WatchedSet;
+use aya::maps::{HashMap as BpfHashMap, MapData};
+use aya::Ebpf;
+use kitty_core::frame::Frame;
+use std::collections::{BTreeSet, HashMap};
+
+pub struct RunqProbe {
+    _ebpf: Ebpf,
+    watched: WatchedSet,
+    hists: BpfHashMap<MapData, u32, RawHist>,
+    prev: HashMap<u32, RawHist>,
+}
+
+impl RunqProbe {
+    pub fn start() -> Result<RunqProbe, String> {
+        let mut ebpf = load::load_object(objects::RUNQ, &[])?;
+        load::attach_all(
+            &mut ebpf,
+            &[
+                ("runq_wakeup", "sched_wakeup"),
+                ("runq_wakeup_new", "sched_wakeup_new"),
+                ("runq_switch", "sched_switch"),
+            ],
+        )?;
+        let watched = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
+            .map_err(|e| load::reason(&e))?;
+        let hists = BpfHashMap::try_from(ebpf.take_map("runq_hist").ok_or("runq_hist map missing")?)
+            .map_err(|e| load::reason(&e))?;
+        Ok(RunqProbe {
+            _ebpf: ebpf,
+            watched: WatchedSet::new(watched),
+            hists,
+            prev: HashMap::new(),
+        })
+    }
+
+    pub fn enrich(&mut self, frame: &mut Frame) {
+        let pids: BTreeSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
+        for gone in self.watched.sync(&pids) {
+            let _ = self.hists.remove(&gone);
+            self.prev.remove(&gone);
+        }
+        for r in frame.ranks.iter_mut() {
+            let pid = r.key.pid;
+            let Ok(raw) = self.hists.get(&pid, 0) else { continue };
+            let d = Hist::delta(&raw, self.prev.get(&pid));
+            self.prev.insert(pid, raw);
+            if let Some(p50) = d.quantile(0.5) {
+                r.signals.insert("runq_p50_us".into(), p50);
+                r.signals.insert("runq_p99_us".into(), d.quantile(0.99).unwrap_or(p50));
+                if let Some(m) = d.max_in_interval() {
+                    r.signals.insert("runq_max_us".into(), m);
+                }
+                r.histograms.insert("runq_us".into(), d.nonzero());
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Rebuilds every BPF object from its C source with the pinned clang, so that
+# `cargo build` needs no clang. Reproducible: compiled from each source's own
+# directory with relative names, DWARF stripped, BTF (needed for CO-RE) kept.
+# `--check` rebuilds into a temporary directory and fails if a committed
+# object differs from what its source gives.
+set -eu
+CLANG=${CLANG:-clang-19}
+STRIP=${STRIP:-llvm-strip-19}
+root=$(cd "$(dirname "$0")/.." && pwd)
+check=0
+[ "${1:-}" = "--check" ] && check=1
+arch=$(uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+status=0
+for src in "$root"/kitty-probe-ebpf/src/bpf/*.bpf.c "$root"/tests/faultlab/src/bpf/*.bpf.c; do
+    dir=$(dirname "$src")
+    name=$(basename "$src" .c)
+    out="$dir/$name.o"
+    tmp=$(mktemp)
+    (cd "$dir" && "$CLANG" -O2 -g -target bpf -D__TARGET_ARCH_$arch \
+        -I/usr/include/$(uname -m)-linux-gnu -c "$name.c" -o "$tmp")
+    "$STRIP" -g "$tmp"
+    if [ $check = 1 ]; then
+        if ! cmp -s "$tmp" "$out"; then
+            echo "BPF object out of date: ${out#$root/} (run: just ebpf)" >&2
+            status=1
+        fi
+        rm -f "$tmp"
+    else
+        mv "$tmp" "$out"
+        chmod 644 "$out"
+        echo "built ${out#$root/} ($(stat -c %s "$out") bytes)"
+    fi
+done
+exit $status
