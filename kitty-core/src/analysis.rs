@@ -17,6 +17,10 @@ pub struct Rule {
     /// Critical whatever the ratio (a lost GPU, an XID): otherwise a verdict
     /// is critical from 10x its peers.
     pub always_critical: bool,
+    /// A signal that must also single the rank out, when the rank has it.
+    /// RTT rules use `link_rtt_us`: a rank whose connection to a slow peer is
+    /// slow, but whose own link carries fast connections, is not the cause.
+    pub confirm_by: Option<&'static str>,
 }
 
 /// Which way is bad.
@@ -36,6 +40,14 @@ const fn rule(signal: &'static str, abs_floor: f64, kind: Kind, always_critical:
         abs_floor,
         kind,
         always_critical,
+        confirm_by: None,
+    }
+}
+
+const fn confirmed(signal: &'static str, abs_floor: f64, by: &'static str) -> Rule {
+    Rule {
+        confirm_by: Some(by),
+        ..high(signal, abs_floor)
     }
 }
 
@@ -49,9 +61,9 @@ pub const RULES: &[Rule] = &[
     high("cfs_throttled_ms_per_s", 20.0),
     high("migrations_per_s", 100.0),
     high("retrans_per_s", 5.0),
-    high("rtt_p50_us", 2_000.0),
-    high("rtt_p99_us", 5_000.0),
-    high("srtt_max_us", 5_000.0),
+    confirmed("rtt_p50_us", 2_000.0, "link_rtt_us"),
+    confirmed("rtt_p99_us", 5_000.0, "link_rtt_us"),
+    confirmed("srtt_max_us", 5_000.0, "link_rtt_us"),
     high("tx_queue_bytes", 1_000_000.0),
     // GPU signals join through rank -> GPU.
     rule("gpu_lost", 0.5, Kind::Flag, true),
@@ -160,6 +172,27 @@ impl Analysis {
                 if values.len() < self.cfg.min_ranks {
                     continue;
                 }
+                let confirm: Vec<(usize, f64)> = rule
+                    .confirm_by
+                    .map(|c| {
+                        members
+                            .iter()
+                            .filter_map(|i| frame.ranks[*i].signal(c).map(|v| (*i, v)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let cfg = self.cfg.clone();
+                // Does the confirming signal single this rank out too?
+                let confirms = |i: usize, ratio: f64| -> bool {
+                    let Some((_, cv)) = confirm.iter().find(|(j, _)| *j == i) else {
+                        return true;
+                    };
+                    if confirm.len() < cfg.min_ranks {
+                        return true;
+                    }
+                    peer_stats(&confirm, i)
+                        .is_some_and(|(m, mad)| Self::is_outlier(&cfg, *cv, m, mad, rule, ratio))
+                };
                 for (i, v) in &values {
                     let Some((m, mad)) = peer_stats(&values, *i) else {
                         continue;
@@ -167,8 +200,10 @@ impl Analysis {
                     let rank = &frame.ranks[*i];
                     let key = (rank.key, rule.signal);
                     seen.insert(key);
-                    let outlier = self.is_outlier(*v, m, mad, rule, self.cfg.ratio_floor);
-                    let still = self.is_outlier(*v, m, mad, rule, self.cfg.release_ratio);
+                    let outlier = Self::is_outlier(&cfg, *v, m, mad, rule, self.cfg.ratio_floor)
+                        && confirms(*i, self.cfg.ratio_floor);
+                    let still = Self::is_outlier(&cfg, *v, m, mad, rule, self.cfg.release_ratio)
+                        && confirms(*i, self.cfg.release_ratio);
                     let t = self.tracks.entry(key).or_default();
                     if outlier {
                         t.outlier_since.get_or_insert(now);
@@ -232,10 +267,10 @@ impl Analysis {
     }
 
     /// `ratio` is the raise ratio, or the (lower) release ratio for hysteresis.
-    fn is_outlier(&self, v: f64, m: f64, mad: f64, rule: &Rule, ratio: f64) -> bool {
-        let releasing = ratio < self.cfg.ratio_floor;
+    fn is_outlier(cfg: &AnalysisConfig, v: f64, m: f64, mad: f64, rule: &Rule, ratio: f64) -> bool {
+        let releasing = ratio < cfg.ratio_floor;
         let floor = rule.abs_floor * if releasing { 0.5 } else { 1.0 };
-        let spread = self.cfg.mad_k * 1.4826 * mad;
+        let spread = cfg.mad_k * 1.4826 * mad;
         match rule.kind {
             Kind::High => v - m >= floor && v >= ratio * m && v - m > spread,
             Kind::Low(factor) => {
@@ -338,7 +373,30 @@ mod tests {
             signals,
             sockets: vec![],
             threads: vec![],
+            histograms: Default::default(),
         }
+    }
+
+    #[test]
+    fn rtt_verdicts_need_the_link_to_be_slow_too() {
+        // A ring with 50 ms on rank 2's link: rank 1's connection to rank 2 is
+        // as slow as rank 2's own, but rank 1's link carries a fast one.
+        let mut a = Analysis::default();
+        let p50 = [100.0, 50_000.0, 50_000.0, 100.0];
+        let link = [100.0, 100.0, 50_000.0, 100.0];
+        let mut last = Vec::new();
+        for step in 0..6 {
+            let mut f = frame(step as f64 * 0.5, &[0.0; 4]);
+            for (i, r) in f.ranks.iter_mut().enumerate() {
+                r.signals.insert("rtt_p50_us".into(), p50[i]);
+                r.signals.insert("link_rtt_us".into(), link[i]);
+            }
+            a.apply(&mut f);
+            last = f.verdicts;
+        }
+        let flagged: Vec<(Option<u32>, &str)> =
+            last.iter().map(|v| (v.rank, v.signal.as_str())).collect();
+        assert_eq!(flagged, vec![(Some(2), "rtt_p50_us")]);
     }
 
     fn frame(t_s: f64, vals: &[f64]) -> Frame {

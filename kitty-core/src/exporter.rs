@@ -328,6 +328,7 @@ mod tests {
                     ..Default::default()
                 },
                 signals,
+                histograms: Default::default(),
                 sockets: vec![SocketFrame {
                     state: "ESTABLISHED".into(),
                     info: Some(TcpInfo {

@@ -223,6 +223,34 @@ pub const RANK_SIGNALS: &[SignalInfo] = &[
         "p99 raw RTT sample (eBPF probe)"
     ),
     sig!(
+        "rtt_max_us",
+        "raw RTT max",
+        "us",
+        "eBPF",
+        "largest raw RTT sample of the tick (eBPF probe)"
+    ),
+    sig!(
+        "link_rtt_us",
+        "link RTT",
+        "us",
+        "eBPF",
+        "lowest per-connection RTT median among the connections crossing the rank's link"
+    ),
+    sig!(
+        "runq_p50_us",
+        "run-queue latency p50",
+        "us",
+        "eBPF sched",
+        "median wait from runnable to running (eBPF probe)"
+    ),
+    sig!(
+        "runq_max_us",
+        "run-queue latency max",
+        "us",
+        "eBPF sched",
+        "longest wait from runnable to running in the tick (eBPF probe)"
+    ),
+    sig!(
         "runq_p99_us",
         "run-queue latency p99",
         "us",
@@ -482,6 +510,27 @@ pub const GPU_SIGNALS: &[SignalInfo] = &[
 
 /// Host signals.
 pub const HOST_SIGNALS: &[SignalInfo] = &[
+    sig!(
+        "execs_per_s",
+        "execs",
+        "/s",
+        "eBPF exec",
+        "execve calls on the node per second"
+    ),
+    sig!(
+        "flow_coverage_pct",
+        "flow coverage",
+        "%",
+        "eBPF flows",
+        "share of the interfaces' bytes that the flow probe attributed to a process"
+    ),
+    sig!(
+        "tcp_closed_per_s",
+        "TCP closes",
+        "/s",
+        "eBPF flows",
+        "TCP connections closed per second on the node"
+    ),
     sig!(
         "cpu_util_pct",
         "host CPU",

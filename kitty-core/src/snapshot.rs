@@ -69,5 +69,7 @@ pub fn snapshot_json(f: &Frame) -> Value {
         "netns": f.netns.iter().map(|n| json!({"inode": n.inode, "pids": n.pids, "signals": n.signals})).collect::<Vec<_>>(),
         "verdicts": f.verdicts,
         "job_step_ms": f.job_step_ms,
+        "flows": f.flows,
+        "events": f.events,
     })
 }

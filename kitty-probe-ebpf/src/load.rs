@@ -48,6 +48,30 @@ pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf, String
 
 /// One line for an aya error, with the usual cause spelled out.
 pub fn reason(e: &dyn std::error::Error) -> String {
+    plain(&raw_reason(e))
+}
+
+/// The common failures in words an operator can act on.
+fn plain(s: &str) -> String {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if s.contains("unknown BTF type") {
+        return "function not in the kernel's BTF (inlined or absent)".into();
+    }
+    if s.contains("devices/kprobe/type") {
+        return "this kernel has no kprobe support".into();
+    }
+    if s.contains("Operation not permitted") || s.contains("EPERM") {
+        return if root {
+            "the kernel refused the program (not permitted for this attach type here)".into()
+        } else {
+            "permission denied: needs root, or CAP_BPF and CAP_PERFMON".into()
+        };
+    }
+    s.to_string()
+}
+
+fn raw_reason(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {
@@ -67,9 +91,6 @@ pub fn reason(e: &dyn std::error::Error) -> String {
         s.truncate(at);
         s.push_str("verifier: ");
         s.push_str(&last);
-    }
-    if s.contains("Operation not permitted") || s.contains("EPERM") {
-        s.push_str(" (needs root, or CAP_BPF and CAP_PERFMON)");
     }
     s
 }

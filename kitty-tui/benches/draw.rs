@@ -50,6 +50,7 @@ fn frame(t: u64) -> Frame {
             signals: s,
             sockets: vec![],
             threads: vec![],
+            histograms: Default::default(),
         });
     }
     for g in 0..8 {

@@ -52,6 +52,9 @@ pub struct Common {
     /// No GPU telemetry (do not load NVML).
     #[arg(long, global = true)]
     pub no_gpu: bool,
+    /// Do not load the eBPF probes (raw RTT, run-queue latency, flows, events).
+    #[arg(long, global = true)]
+    pub no_ebpf: bool,
     /// Load this libnvidia-ml.so.1 instead of the system's.
     #[arg(long, global = true, env = "KITTY_NVML_LIB", value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,

@@ -34,6 +34,7 @@ fn sample_frames(n: usize) -> Vec<Frame> {
                     .collect(),
                 sockets: vec![],
                 threads: vec![],
+                histograms: Default::default(),
             });
             f
         })

@@ -3,10 +3,40 @@
 use crate::cli::Common;
 use kitty_core::sources::Roots;
 
+/// Loads the probes once and reports each: attached (strategy) or why not.
+/// They are released again when this returns.
+fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
+    let probes = kitty_probe_ebpf::Probes::start();
+    let tried = probes.rtt_tried();
+    probes
+        .statuses()
+        .into_iter()
+        .map(|(name, st)| {
+            let ok = st.is_ok();
+            let mut detail = if ok {
+                format!("attached ({})", st.strategy.unwrap_or_default())
+            } else {
+                format!("unavailable: {}", st.reason.unwrap_or_default())
+            };
+            if ok && name == "ebpf.rtt" && !tried.is_empty() {
+                detail.push_str(&format!("; better strategies not available here: {}", tried.join("; ")));
+            }
+            kitty_core::doctor::Check {
+                name,
+                status: if ok { "ok" } else { "warn" }.into(),
+                detail,
+            }
+        })
+        .collect()
+}
+
 pub fn run(c: &Common, json: bool) -> super::Result<i32> {
     let mut checks = kitty_core::doctor::run(&Roots::new(&c.proc_root));
     if !c.no_gpu {
         checks.push(kitty_core::doctor::nvml_check(c.nvml_lib.clone()));
+    }
+    if !c.no_ebpf {
+        checks.extend(ebpf_checks());
     }
     if json {
         let doc = serde_json::json!({

@@ -10,6 +10,7 @@ pub use replay::open as replay_open;
 pub mod snapshot;
 
 use crate::cli::{Cli, Command, Common};
+use kitty_core::engine::Enricher;
 use kitty_core::sampler::SamplerConfig;
 use kitty_core::sources::discovery::WatchRule;
 use kitty_core::sources::Roots;
@@ -20,12 +21,12 @@ pub type Result<T> = std::result::Result<T, String>;
 pub fn dispatch(cli: Cli) -> Result<i32> {
     let common = cli.common.clone();
     match cli.command {
-        None => crate::tui::run_live(sampler_config(&common)?, cli.record, None),
+        None => crate::tui::run_live(sampler_config(&common)?, cli.record, enrichers(&common)),
         Some(Command::Record { output, duration }) => {
-            record::run(sampler_config(&common)?, &output, duration)
+            record::run(sampler_config(&common)?, enrichers(&common), &output, duration)
         }
         Some(Command::Snapshot { json: _, duration }) => {
-            snapshot::run(sampler_config(&common)?, duration)
+            snapshot::run_with(sampler_config(&common)?, duration, enrichers(&common))
         }
         Some(Command::Doctor { json }) => doctor::run(&common, json),
         Some(Command::Serve {
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             socket_series,
         }) => serve::run(
             sampler_config(&common)?,
+            enrichers(&common),
             listen,
             kitty_core::exporter::ExporterConfig {
                 grace,
@@ -52,11 +54,25 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             format,
             output,
         }) => export::run(&file, format, output.as_deref()),
-        Some(Command::Demo(args)) => crate::demo::run(args, sampler_config(&common)?, cli.record),
+        Some(Command::Demo(args)) => {
+            let cfg = sampler_config(&common)?;
+            crate::demo::run(args, cfg, cli.record, enrichers(&common))
+        }
         Some(Command::DemoRank(args)) => crate::demo::ring::run(args),
         Some(Command::DemoFlow(args)) => crate::demo::flow::run(args),
         Some(Command::DemoHog { cpu, threads }) => crate::demo::hog(cpu, threads),
     }
+}
+
+/// What adds to the sampler's frames besides procfs: the eBPF probes unless
+/// `--no-ebpf` (each degrades on its own; an unprivileged user gets their
+/// reasons in the header, not an error).
+pub fn enrichers(c: &Common) -> Vec<Box<dyn Enricher>> {
+    let mut out: Vec<Box<dyn Enricher>> = Vec::new();
+    if !c.no_ebpf {
+        out.push(Box::new(kitty_probe_ebpf::Probes::start()));
+    }
+    out
 }
 
 /// Validates the common options and builds the sampler's configuration.

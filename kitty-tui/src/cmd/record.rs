@@ -1,6 +1,6 @@
 //! `record`: headless recorder. Exits non-zero if the sampling thread died.
 
-use kitty_core::engine::Engine;
+use kitty_core::engine::{Engine, Enricher};
 use kitty_core::record::Writer;
 use kitty_core::sampler::SamplerConfig;
 use std::path::Path;
@@ -8,10 +8,15 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-pub fn run(cfg: SamplerConfig, output: &Path, duration: Option<Duration>) -> super::Result<i32> {
+pub fn run(
+    cfg: SamplerConfig,
+    enrichers: Vec<Box<dyn Enricher>>,
+    output: &Path,
+    duration: Option<Duration>,
+) -> super::Result<i32> {
     let mut writer = Writer::create(output, &super::header_for(&cfg)).map_err(|e| e.to_string())?;
     let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, Vec::new());
+    let (mut engine, rx) = Engine::start(cfg, enrichers);
     let start = Instant::now();
     let mut code = 0;
     loop {

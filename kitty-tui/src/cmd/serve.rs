@@ -31,7 +31,12 @@ const MAX_CONNECTIONS: usize = 512;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn run(cfg: SamplerConfig, listen: SocketAddr, exporter: ExporterConfig) -> super::Result<i32> {
+pub fn run(
+    cfg: SamplerConfig,
+    enrichers: Vec<Box<dyn kitty_core::engine::Enricher>>,
+    listen: SocketAddr,
+    exporter: ExporterConfig,
+) -> super::Result<i32> {
     let interval = cfg.interval;
     let listener = std::net::TcpListener::bind(listen)
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -39,7 +44,7 @@ pub fn run(cfg: SamplerConfig, listen: SocketAddr, exporter: ExporterConfig) -> 
     eprintln!("kitty-tui: serving /metrics, /healthz and /api/snapshot on http://{listen}");
     let shared = Arc::new(RwLock::new(Rendered::default()));
     let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, Vec::new());
+    let (mut engine, rx) = Engine::start(cfg, enrichers);
     let sink = shared.clone();
     let renderer = std::thread::Builder::new()
         .name("kitty-exporter".into())

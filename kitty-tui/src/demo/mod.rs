@@ -173,12 +173,13 @@ pub fn run(
     args: DemoArgs,
     cfg: SamplerConfig,
     record: Option<std::path::PathBuf>,
+    mut enrichers: Vec<Box<dyn Enricher>>,
 ) -> crate::cmd::Result<i32> {
     let job = start(&args)?;
-    let enricher: Box<dyn Enricher> = Box::new(StepTimes(job.step_ms.clone()));
+    enrichers.push(Box::new(StepTimes(job.step_ms.clone())));
     let code = match args.headless {
-        Some(d) => crate::cmd::snapshot::run_with(cfg, d, vec![enricher]),
-        None => crate::tui::run_live(cfg, record, Some(enricher)),
+        Some(d) => crate::cmd::snapshot::run_with(cfg, d, enrichers),
+        None => crate::tui::run_live(cfg, record, enrichers),
     };
     drop(job);
     code

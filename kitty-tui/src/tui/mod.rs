@@ -90,7 +90,7 @@ fn spawn_signals(tx: mpsc::Sender<Msg>) {
 pub fn run_live(
     cfg: SamplerConfig,
     record: Option<PathBuf>,
-    enricher: Option<Box<dyn Enricher>>,
+    enrichers: Vec<Box<dyn Enricher>>,
 ) -> crate::cmd::Result<i32> {
     let keymap = keymap::KeyMap::load()?;
     // The recorder lives on the forwarding thread, so pausing the view never pauses recording.
@@ -103,7 +103,7 @@ pub fn run_live(
     let mut app = App::new(keymap, cfg.interval);
     app.recording = record.as_ref().map(|p| p.display().to_string());
     let (tx, rx) = mpsc::channel();
-    let (mut engine, frames) = Engine::start(cfg, enricher.into_iter().collect());
+    let (mut engine, frames) = Engine::start(cfg, enrichers);
     let ftx = tx.clone();
     let forwarder = std::thread::spawn(move || {
         for f in frames {

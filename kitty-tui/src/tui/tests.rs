@@ -41,6 +41,7 @@ fn rank(i: u32, run_delay: f64) -> RankFrame {
         gpu: None,
         counters: RankCounters::default(),
         signals: s,
+        histograms: Default::default(),
         sockets: vec![SocketFrame {
             inode: 10 + i as u64,
             local: format!("127.0.0.1:{}", 5000 + i),
