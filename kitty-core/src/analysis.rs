@@ -17,10 +17,11 @@ pub struct Rule {
     /// Critical whatever the ratio (a lost GPU, an XID): otherwise a verdict
     /// is critical from 10x its peers.
     pub always_critical: bool,
-    /// A signal that must also single the rank out, when the rank has it.
-    /// RTT rules use `link_rtt_us`: a rank whose connection to a slow peer is
-    /// slow, but whose own link carries fast connections, is not the cause.
-    pub confirm_by: Option<&'static str>,
+    /// A signal (and its absolute floor) that must also single the rank
+    /// out, when the ranks have it. RTT and queue rules use `link_rtt_us`: a
+    /// rank whose connection to a slow peer is slow, but whose own link
+    /// carries fast connections, is not the cause.
+    pub confirm_by: Option<(&'static str, f64)>,
 }
 
 /// Which way is bad.
@@ -44,7 +45,7 @@ const fn rule(signal: &'static str, abs_floor: f64, kind: Kind, always_critical:
     }
 }
 
-const fn confirmed(signal: &'static str, abs_floor: f64, by: &'static str) -> Rule {
+const fn confirmed(signal: &'static str, abs_floor: f64, by: (&'static str, f64)) -> Rule {
     Rule {
         confirm_by: Some(by),
         ..high(signal, abs_floor)
@@ -55,16 +56,20 @@ const fn high(signal: &'static str, abs_floor: f64) -> Rule {
     rule(signal, abs_floor, Kind::High, false)
 }
 
+/// A queue or RTT verdict needs the rank's own link to be slow (a full
+/// queue means a slow path; RTT says whose link the path is slow on).
+const LINK_RTT: (&str, f64) = ("link_rtt_us", 2_000.0);
+
 pub const RULES: &[Rule] = &[
     high("run_delay_ms_per_s", 25.0),
     high("runq_p99_us", 2_000.0),
     high("cfs_throttled_ms_per_s", 20.0),
     high("migrations_per_s", 100.0),
     high("retrans_per_s", 5.0),
-    confirmed("rtt_p50_us", 2_000.0, "link_rtt_us"),
-    confirmed("rtt_p99_us", 5_000.0, "link_rtt_us"),
-    confirmed("srtt_max_us", 5_000.0, "link_rtt_us"),
-    high("tx_queue_bytes", 1_000_000.0),
+    confirmed("rtt_p50_us", 2_000.0, LINK_RTT),
+    confirmed("rtt_p99_us", 5_000.0, LINK_RTT),
+    confirmed("srtt_max_us", 5_000.0, LINK_RTT),
+    confirmed("tx_queue_bytes", 256_000.0, LINK_RTT),
     // GPU signals join through rank -> GPU.
     rule("gpu_lost", 0.5, Kind::Flag, true),
     rule("gpu_throttle_slowing", 0.5, Kind::Flag, true),
@@ -172,9 +177,16 @@ impl Analysis {
                 if values.len() < self.cfg.min_ranks {
                     continue;
                 }
+                let confirm_rule = rule.confirm_by.map(|(c, floor)| Rule {
+                    signal: c,
+                    abs_floor: floor,
+                    kind: Kind::High,
+                    always_critical: false,
+                    confirm_by: None,
+                });
                 let confirm: Vec<(usize, f64)> = rule
                     .confirm_by
-                    .map(|c| {
+                    .map(|(c, _)| {
                         members
                             .iter()
                             .filter_map(|i| frame.ranks[*i].signal(c).map(|v| (*i, v)))
@@ -191,7 +203,10 @@ impl Analysis {
                         return true;
                     }
                     peer_stats(&confirm, i)
-                        .is_some_and(|(m, mad)| Self::is_outlier(&cfg, *cv, m, mad, rule, ratio))
+                        .is_some_and(|(m, mad)| {
+                            let r = confirm_rule.as_ref().expect("confirm_by is set");
+                            Self::is_outlier(&cfg, *cv, m, mad, r, ratio)
+                        })
                 };
                 for (i, v) in &values {
                     let Some((m, mad)) = peer_stats(&values, *i) else {

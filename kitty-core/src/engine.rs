@@ -84,6 +84,7 @@ fn run(
         for e in enrichers.iter_mut() {
             e.enrich(&mut frame);
         }
+        crate::links::attribute(&mut frame);
         analysis.apply(&mut frame);
         match tx.try_send(frame) {
             Ok(()) => {}

@@ -10,6 +10,7 @@ pub mod export;
 pub mod exporter;
 pub mod frame;
 pub mod history;
+pub mod links;
 pub mod record;
 pub mod sampler;
 pub mod signals;

@@ -1,11 +1,8 @@
 //! Raw TCP RTT per rank. The kernel keeps a histogram per socket; each tick
 //! reads the histograms of the ranks' own sockets (known from the core's
 //! socket inventory), takes the interval's difference, and gives each rank
-//! p50/p99/max plus `link_rtt_us`: the lowest per-connection median among
-//! the connections that cross the rank's link (its own, and its peers'
-//! connections to it on this node). A link is no slower than the fastest
-//! connection through it, which keeps the healthy neighbour of a slow rank
-//! from being blamed for the slow connection they share.
+//! p50/p99/max and each socket its own p50 (which `kitty_core::links` turns
+//! into the rank's link RTT).
 
 use crate::hist::{Hist, RawHist};
 use crate::load::{self, objects};
@@ -114,9 +111,8 @@ impl RttProbe {
 
     pub fn enrich(&mut self, frame: &mut Frame) {
         let mut prev = std::mem::take(&mut self.prev);
-        // Per rank: (own merged histogram, per-connection medians by local endpoint).
+        // Per rank: the interval's histogram over its own connections.
         let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];
-        let mut conn_p50: Vec<Vec<(SocketAddr, SocketAddr, f64)>> = vec![Vec::new(); frame.ranks.len()];
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let Some(ns) = r.netns else { continue };
             for s in r.sockets.iter_mut() {
@@ -132,33 +128,11 @@ impl RttProbe {
                 self.prev.insert(key, raw);
                 if let Some(p50) = d.quantile(0.5) {
                     s.signals.insert("rtt_p50_us".into(), p50);
-                    conn_p50[i].push((local, remote, p50));
                 }
                 own[i].merge(&d);
             }
         }
         prev.clear();
-        // Every rank's sockets by (local, remote), to find the rank at the far
-        // end of a connection when it runs on this node.
-        let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
-        for (j, r) in frame.ranks.iter().enumerate() {
-            for s in &r.sockets {
-                owner.insert((s.local.as_str(), s.remote.as_str()), j);
-            }
-        }
-        let mut link = vec![f64::INFINITY; frame.ranks.len()];
-        for (i, conns) in conn_p50.iter().enumerate() {
-            for (local, remote, p50) in conns {
-                link[i] = link[i].min(*p50);
-                let far = (remote.to_string(), local.to_string());
-                if let Some(&j) = owner.get(&(far.0.as_str(), far.1.as_str())) {
-                    if j != i {
-                        link[j] = link[j].min(*p50);
-                    }
-                }
-            }
-        }
-        drop(owner);
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let h = &own[i];
             let pid = r.key.pid;
@@ -182,9 +156,6 @@ impl RttProbe {
                         }
                     }
                 }
-            }
-            if link[i].is_finite() {
-                r.signals.insert("link_rtt_us".into(), link[i]);
             }
         }
         let live: std::collections::HashSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();

@@ -157,6 +157,9 @@ pub struct DemoArgs {
     /// Run headless for this long and print a snapshot instead of the TUI.
     #[arg(long, value_parser = parse_duration)]
     pub headless: Option<std::time::Duration>,
+    /// Network stragglers: how long the job runs healthy before the fault.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub fault_after: std::time::Duration,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,12 @@ pub enum Straggler {
     Cpu,
     /// A healthy job: no verdict should appear.
     None,
+    /// Root: ranks in network namespaces; 50 ms of delay on one rank's link.
+    NetDelay,
+    /// Root: ranks in network namespaces; 5 % of one rank's frames dropped.
+    NetLoss,
+    /// Root: ranks in network namespaces; one rank's sending throttled to 8 Mbit/s.
+    NetThrottle,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex};
 
 pub const JOB_NAME: &str = "kitty-demo";
 
-/// The processes of a running demo; killed when dropped.
+/// The processes of a running demo; killed when dropped (then the network
+/// lab, if any, is taken down).
 pub struct DemoJob {
     children: Vec<Child>,
     pub step_ms: Arc<Mutex<Option<f64>>>,
+    pub lab: Option<Arc<Mutex<kitty_faultlab::Lab>>>,
 }
 
 impl Drop for DemoJob {
@@ -77,9 +79,27 @@ pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
     let work = (ring::work_units_per_ms() / 4).max(1);
     let straggler = (args.straggler == Straggler::Cpu).then_some(n / 2);
     let hog_cpu = ncpus() - 1;
+    let net = matches!(
+        args.straggler,
+        Straggler::NetDelay | Straggler::NetLoss | Straggler::NetThrottle
+    );
+    let lab = if net {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("--straggler net-* needs root (it creates network namespaces)".into());
+        }
+        Some(kitty_faultlab::Lab::new(n).map_err(|e| format!("network lab: {e}"))?)
+    } else {
+        None
+    };
+    let hosts = (0..n)
+        .map(|i| kitty_faultlab::addr(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut job = DemoJob {
         children: Vec::new(),
         step_ms: Arc::new(Mutex::new(None)),
+        lab: None,
     };
     for rank in 0..n {
         let mut cmd = Command::new(&exe);
@@ -108,6 +128,12 @@ pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
         if rank == 0 {
             cmd.arg("--report");
         }
+        if let Some(lab) = &lab {
+            // Bigger chunks: a throttled link then shows its queue.
+            cmd.args(["--hosts", &hosts, "--chunk-kb", "512"]);
+            lab.enter(rank, &mut cmd)
+                .map_err(|e| format!("rank {rank} namespace: {e}"))?;
+        }
         // The straggler shares the hog's CPU; its peers keep to the others.
         if Some(rank) == straggler {
             cmd.args(["--cpus", &hog_cpu.to_string()]);
@@ -129,6 +155,11 @@ pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
         }
         job.children.push(child);
     }
+    if let Some(lab) = lab {
+        let lab = Arc::new(Mutex::new(lab));
+        inject_later(lab.clone(), args.straggler, n / 2, args.fault_after);
+        job.lab = Some(lab);
+    }
     if straggler.is_some() {
         let mut cmd = Command::new(&exe);
         cmd.args(["demo-hog", "--cpu", &hog_cpu.to_string()])
@@ -141,6 +172,31 @@ pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
         );
     }
     Ok(job)
+}
+
+/// After a healthy start, puts the network fault on one rank's link.
+fn inject_later(
+    lab: Arc<Mutex<kitty_faultlab::Lab>>,
+    kind: Straggler,
+    rank: usize,
+    after: std::time::Duration,
+) {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let mut lab = lab.lock().unwrap();
+        let r = match kind {
+            Straggler::NetDelay => {
+                lab.set_delay(rank, std::time::Duration::from_millis(50));
+                Ok(())
+            }
+            Straggler::NetLoss => lab.set_loss(rank, 0.05),
+            Straggler::NetThrottle => lab.set_throttle(rank, "8mbit"),
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            eprintln!("kitty-tui demo: could not inject the fault: {e}");
+        }
+    });
 }
 
 /// Keeps a moving average of rank 0's reported step times.

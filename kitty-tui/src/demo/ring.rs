@@ -17,6 +17,9 @@ pub struct RankArgs {
     /// Listening port of every rank, comma-separated, in rank order.
     #[arg(long, value_delimiter = ',')]
     pub ports: Vec<u16>,
+    /// Address of every rank, in rank order (default: all on 127.0.0.1).
+    #[arg(long, value_delimiter = ',')]
+    pub hosts: Vec<std::net::Ipv4Addr>,
     /// Units of CPU work per step (see `work_units_per_ms`).
     #[arg(long, default_value_t = 4_000)]
     pub work: u64,
@@ -84,10 +87,10 @@ pub fn pin_to_cpus(cpus: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn connect_retry(port: u16) -> std::io::Result<TcpStream> {
+fn connect_retry(host: std::net::Ipv4Addr, port: u16) -> std::io::Result<TcpStream> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
+        match TcpStream::connect((host, port)) {
             Ok(s) => return Ok(s),
             Err(e) if Instant::now() > deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -102,10 +105,15 @@ pub fn run(a: RankArgs) -> crate::cmd::Result<i32> {
     if !a.cpus.is_empty() {
         pin_to_cpus(&a.cpus).map_err(|e| format!("pin to cpus {:?}: {e}", a.cpus))?;
     }
+    if !a.hosts.is_empty() && a.hosts.len() != a.world {
+        return Err("demo-rank: --hosts must list one address per rank".into());
+    }
+    let host = |r: usize| a.hosts.get(r).copied().unwrap_or(std::net::Ipv4Addr::LOCALHOST);
     let listener =
-        TcpListener::bind(("127.0.0.1", a.ports[a.rank])).map_err(|e| format!("bind: {e}"))?;
-    let next =
-        connect_retry(a.ports[(a.rank + 1) % a.world]).map_err(|e| format!("connect: {e}"))?;
+        TcpListener::bind((host(a.rank), a.ports[a.rank])).map_err(|e| format!("bind: {e}"))?;
+    let next_rank = (a.rank + 1) % a.world;
+    let next = connect_retry(host(next_rank), a.ports[next_rank])
+        .map_err(|e| format!("connect: {e}"))?;
     let (mut prev, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
     let _ = next.set_nodelay(true);
     // A writer thread so that sends never deadlock against receives.

@@ -12,7 +12,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Frames dropped per million, set by the loader. */
 const volatile __u32 drop_per_million = 0;
 
-SEC("tc")
+SEC("classifier")
 int drop_fraction(struct __sk_buff *skb)
 {
 	if (bpf_get_prandom_u32() % 1000000 < drop_per_million)
