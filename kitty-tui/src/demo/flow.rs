@@ -18,6 +18,9 @@ pub struct FlowArgs {
     /// Pause between 64 KiB writes, in ms (0: as fast as the path takes).
     #[arg(long, default_value_t = 0)]
     pub gap_ms: u64,
+    /// Send exactly this many bytes, close, and exit (default: forever).
+    #[arg(long)]
+    pub bytes: Option<u64>,
 }
 
 pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
@@ -34,14 +37,21 @@ pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
                 }
             };
             let buf = vec![0x5au8; 64 * 1024];
-            loop {
-                if s.write_all(&buf).is_err() {
+            let mut left = a.bytes.unwrap_or(u64::MAX);
+            while left > 0 {
+                let n = left.min(buf.len() as u64) as usize;
+                if s.write_all(&buf[..n]).is_err() {
                     return Ok(0);
+                }
+                if a.bytes.is_some() {
+                    left -= n as u64;
                 }
                 if a.gap_ms > 0 {
                     std::thread::sleep(Duration::from_millis(a.gap_ms));
                 }
             }
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            Ok(0)
         }
         (None, Some(addr)) => {
             let l = TcpListener::bind(&addr).map_err(|e| format!("bind {addr}: {e}"))?;

@@ -1,0 +1,277 @@
+//! The eBPF probes on this kernel, driven by real processes: run-queue
+//! latency of a rank sharing its CPU with a hog, flow bytes of a connection
+//! that opens and closes between two polls, OOM / fatal-signal / execve
+//! events, and nothing left loaded after kitty exits (kill -9 included).
+//! Needs root; prints why it skips otherwise.
+
+use kitty_tests::*;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The names our programs carry in the kernel (the C function names).
+const PROGRAMS: &[&str] = &[
+    "tp_tcp_probe",
+    "runq_wakeup",
+    "runq_wakeup_new",
+    "runq_switch",
+    "flow_send",
+    "flow_recv",
+    "flow_state",
+    "ev_oom",
+    "ev_exit",
+    "ev_exec",
+];
+
+fn loaded_programs() -> Vec<String> {
+    let out = run_ok(Command::new("bpftool").args(["prog", "list", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .filter(|n| PROGRAMS.contains(&n.as_str()))
+        .collect()
+}
+
+fn needs_root() -> bool {
+    if !is_root() {
+        skip("loading BPF programs needs root");
+        return false;
+    }
+    true
+}
+
+/// Starts `kitty-tui snapshot --json` in the background; returns the child.
+fn snapshot_bg(duration: &str) -> std::process::Child {
+    Command::new(kitty_bin())
+        .args(["snapshot", "--json", "--duration", duration])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: std::process::Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).expect("snapshot JSON")
+}
+
+#[test]
+fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    // The demo pins rank 2 with a 4-thread hog; its peers keep to the other CPU.
+    let out = run_ok(Command::new(kitty_bin()).args(["demo", "--headless", "6s"]));
+    let snap: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ranks = ranks_of(&snap, "kitty-demo");
+    let p99 = |r: u64| {
+        let rank = ranks.iter().find(|x| x["rank"] == r).expect("rank");
+        signal(rank, "runq_p99_us")
+    };
+    let peers: Vec<f64> = [0, 1, 3].iter().map(|r| p99(*r)).collect();
+    eprintln!("run-queue p99: rank 2 {:.0} us, peers {peers:?}", p99(2));
+    assert!(p99(2) >= 10.0 * median(peers.clone()), "{} vs {peers:?}", p99(2));
+    let hist = &ranks.iter().find(|x| x["rank"] == 2).unwrap()["signals"];
+    assert!(hist["runq_p50_us"].as_f64().is_some());
+}
+
+#[test]
+fn flow_bytes_land_on_the_sender_and_its_peer_even_when_closed_between_polls() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let mut procs = Procs::default();
+    let port = free_ports(1)[0];
+    let addr = format!("127.0.0.1:{port}");
+    procs.push(
+        Command::new(kitty_bin())
+            .args(["demo-flow", "--listen", &addr])
+            .spawn()
+            .unwrap(),
+    );
+    let snap = snapshot_bg("6s");
+    std::thread::sleep(Duration::from_secs(3));
+    const SENT: u64 = 3_000_000;
+    let mut sender = Command::new(kitty_bin())
+        .args(["demo-flow", "--connect", &addr, "--bytes", &SENT.to_string()])
+        .spawn()
+        .unwrap();
+    let pid = sender.id();
+    assert!(sender.wait().unwrap().success());
+    let snap = finish(snap);
+    let flows = snap["flows"].as_array().expect("flows in the snapshot");
+    let mine: Vec<&serde_json::Value> = flows
+        .iter()
+        .filter(|f| f["pid"] == pid && f["remote"] == addr.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "flows of pid {pid}: {flows:#?}");
+    let tx = mine[0]["tx_bytes"].as_f64().unwrap();
+    eprintln!("sent {SENT} B, attributed {tx} B to pid {pid} -> {addr}");
+    assert!((tx - SENT as f64).abs() <= 0.05 * SENT as f64, "{tx} vs {SENT}");
+    // The sink's side: the same bytes received, on the peer's socket.
+    let rx: f64 = flows
+        .iter()
+        .filter(|f| f["local"] == addr.as_str())
+        .map(|f| f["rx_bytes"].as_f64().unwrap())
+        .sum();
+    assert!((rx - SENT as f64).abs() <= 0.05 * SENT as f64, "sink received {rx}");
+}
+
+fn events(snap: &serde_json::Value, kind: &str) -> Vec<String> {
+    snap["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_watched_process_killed_by_a_signal_is_an_event_naming_the_signal() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let mut procs = Procs::default();
+    let snap = snapshot_bg("5s");
+    let victim = procs.push(
+        Command::new("sleep")
+            .arg("60")
+            .env("KITTY_WATCH", "1")
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(victim as i32, libc::SIGSEGV) };
+    let snap = finish(snap);
+    let ev = events(&snap, "fatal_signal");
+    assert!(
+        ev.iter().any(|m| m.contains(&victim.to_string()) && m.contains("SIGSEGV")),
+        "{ev:?}"
+    );
+}
+
+/// A memory cgroup (v1 or v2) limited to 32 MiB; removed on drop.
+struct MemCgroup(std::path::PathBuf);
+
+impl MemCgroup {
+    fn new() -> Option<MemCgroup> {
+        let name = format!("kitty-oom-{}", std::process::id());
+        for (root, limit) in [
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+            ("/sys/fs/cgroup", "memory.max"),
+            ("/sys/fs/cgroup/unified", "memory.max"),
+        ] {
+            let dir = std::path::Path::new(root).join(&name);
+            if std::fs::create_dir(&dir).is_ok() {
+                if std::fs::write(dir.join(limit), "33554432").is_ok() {
+                    let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+                    let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+                    return Some(MemCgroup(dir));
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn an_oom_kill_names_the_victim_and_the_allocation_that_caused_it() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let Some(cg) = MemCgroup::new() else {
+        return skip("no memory cgroup controller to limit a process with");
+    };
+    let snap = snapshot_bg("6s");
+    std::thread::sleep(Duration::from_secs(3));
+    // `tail` keeps an ever-growing line of /dev/zero in memory until killed.
+    let procs_file = cg.0.join("cgroup.procs");
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo $$ > {} && exec tail /dev/zero", procs_file.display()))
+        .status()
+        .unwrap();
+    assert!(!st.success(), "the hog should have been killed");
+    let snap = finish(snap);
+    let ev = events(&snap, "oom_kill");
+    assert!(ev.iter().any(|m| m.contains("(tail)")), "{ev:?}");
+    drop(cg);
+}
+
+#[test]
+fn an_execve_storm_is_one_event_with_a_truncated_count() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let snap = snapshot_bg("6s");
+    std::thread::sleep(Duration::from_secs(3));
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("i=0; while [ $i -lt 2500 ]; do /bin/true; i=$((i+1)); done")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let snap = finish(snap);
+    let ev = events(&snap, "exec_burst");
+    assert_eq!(ev.len(), 1, "one event per burst: {ev:?}");
+    let truncated: u64 = ev[0]
+        .split("truncated ")
+        .nth(1)
+        .and_then(|t| t.trim_end_matches(')').parse().ok())
+        .expect("a truncated count");
+    eprintln!("{}", ev[0]);
+    assert!(truncated > 0, "2500 execs in a few seconds exceed the token bucket: {}", ev[0]);
+}
+
+#[test]
+fn nothing_stays_loaded_after_kitty_exits_normally_or_by_kill_9() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    if Command::new("bpftool").arg("version").output().is_err() {
+        return skip("bpftool is not installed");
+    }
+    assert!(loaded_programs().is_empty(), "left over from before: {:?}", loaded_programs());
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path().join("a.kitty"), "2s");
+    // The kernel frees a program once its last reference is gone, which
+    // happens shortly after the process exits (deferred work).
+    let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));
+    assert!(gone.is_some(), "after a normal exit: {:?}", loaded_programs());
+
+    let mut child = Command::new(kitty_bin())
+        .args(["record", "-o"])
+        .arg(dir.path().join("b.kitty"))
+        .spawn()
+        .unwrap();
+    let all = wait_until(15, || {
+        let l = loaded_programs();
+        (l.len() == PROGRAMS.len()).then_some(l)
+    });
+    assert!(all.is_some(), "the probes never all loaded: {:?}", loaded_programs());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));
+    assert!(gone.is_some(), "after kill -9: {:?}", loaded_programs());
+}
