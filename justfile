@@ -8,6 +8,14 @@ run *ARGS:
 demo *ARGS:
     cargo run --release -p kitty-tui -- demo {{ARGS}}
 
+# Rebuild the BPF objects from their C sources (clang-19, llvm-19, libbpf-dev)
+ebpf:
+    scripts/build-bpf.sh
+
+# Fail if a BPF object is not what its source gives
+ebpf-check:
+    scripts/build-bpf.sh --check
+
 # All tests (as root for the cgroup test)
 test:
     cargo test --workspace

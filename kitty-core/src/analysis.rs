@@ -202,11 +202,10 @@ impl Analysis {
                     if confirm.len() < cfg.min_ranks {
                         return true;
                     }
-                    peer_stats(&confirm, i)
-                        .is_some_and(|(m, mad)| {
-                            let r = confirm_rule.as_ref().expect("confirm_by is set");
-                            Self::is_outlier(&cfg, *cv, m, mad, r, ratio)
-                        })
+                    peer_stats(&confirm, i).is_some_and(|(m, mad)| {
+                        let r = confirm_rule.as_ref().expect("confirm_by is set");
+                        Self::is_outlier(&cfg, *cv, m, mad, r, ratio)
+                    })
                 };
                 for (i, v) in &values {
                     let Some((m, mad)) = peer_stats(&values, *i) else {

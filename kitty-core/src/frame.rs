@@ -63,7 +63,9 @@ pub struct FlowFrame {
 }
 
 /// Identity of a watched process: a pid alone is not enough (pid reuse).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct ProcKey {
     pub pid: u32,
     /// Start time in clock ticks since boot (field 22 of /proc/<pid>/stat).

@@ -82,7 +82,11 @@ mod tests {
             let next = (i + 1) % 4;
             let prev = (i + 3) % 4;
             let mut r = RankFrame::default();
-            let (rtt, q) = if slow(i) { (50_000.0, 2_000_000) } else { (100.0, 0) };
+            let (rtt, q) = if slow(i) {
+                (50_000.0, 2_000_000)
+            } else {
+                (100.0, 0)
+            };
             r.sockets.push(sock(&out(i), &a(next), Some(rtt), q));
             r.sockets.push(sock(&a(i), &out(prev), None, 0));
             f.ranks.push(r);

@@ -73,8 +73,10 @@ pub struct EventsProbe {
 
 impl EventsProbe {
     pub fn start() -> Result<EventsProbe, String> {
-        let mut ebpf =
-            load::load_object(objects::EVENTS, &[("exec_rate", EXEC_RATE), ("exec_burst", EXEC_BURST)])?;
+        let mut ebpf = load::load_object(
+            objects::EVENTS,
+            &[("exec_rate", EXEC_RATE), ("exec_burst", EXEC_BURST)],
+        )?;
         load::attach_all(
             &mut ebpf,
             &[
@@ -101,7 +103,10 @@ impl EventsProbe {
     }
 
     fn count(&self, idx: u32) -> u64 {
-        self.counts.get(&idx, 0).map(|v| v.iter().sum()).unwrap_or(0)
+        self.counts
+            .get(&idx, 0)
+            .map(|v| v.iter().sum())
+            .unwrap_or(0)
     }
 
     pub fn enrich(&mut self, frame: &mut Frame) {
@@ -160,15 +165,22 @@ impl EventsProbe {
         self.prev_counts = (seen, truncated);
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
         if !first {
-            frame.host.signals.insert("execs_per_s".into(), seen_d as f64 / secs);
+            frame
+                .host
+                .signals
+                .insert("execs_per_s".into(), seen_d as f64 / secs);
         }
         let rate = seen_d as f64 / secs;
         // One event per burst, at most every 5 s, naming what ran.
         if !first && rate >= BURST_PER_S && now.saturating_sub(self.last_burst_ns) > 5_000_000_000 {
             self.last_burst_ns = now;
             let mut top: Vec<(String, u32)> = execs.into_iter().collect();
-            top.sort_by(|a, b| b.1.cmp(&a.1));
-            let names: Vec<String> = top.iter().take(3).map(|(c, n)| format!("{c} x{n}")).collect();
+            top.sort_by_key(|t| std::cmp::Reverse(t.1));
+            let names: Vec<String> = top
+                .iter()
+                .take(3)
+                .map(|(c, n)| format!("{c} x{n}"))
+                .collect();
             frame.events.push(Event {
                 wall_ns: now,
                 kind: EventKind::ExecBurst,

@@ -76,7 +76,9 @@ pub struct FlowProbe {
 
 fn own_netns() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as u32)
+    std::fs::metadata("/proc/self/ns/net")
+        .ok()
+        .map(|m| m.ino() as u32)
 }
 
 impl FlowProbe {
@@ -128,7 +130,10 @@ impl FlowProbe {
                 last_change_ns: now,
                 rate: (0.0, 0.0),
             });
-            let (dtx, drx) = (b.tx.saturating_sub(entry.bytes.tx), b.rx.saturating_sub(entry.bytes.rx));
+            let (dtx, drx) = (
+                b.tx.saturating_sub(entry.bytes.tx),
+                b.rx.saturating_sub(entry.bytes.rx),
+            );
             entry.rate = (dtx as f64 / secs, drx as f64 / secs);
             if dtx + drx > 0 {
                 entry.last_change_ns = now;
@@ -146,7 +151,11 @@ impl FlowProbe {
             let _ = self.flows.remove(&k);
             self.seen.remove(&k);
         }
-        let comm: HashMap<u32, &str> = frame.ranks.iter().map(|r| (r.key.pid, r.comm.as_str())).collect();
+        let comm: HashMap<u32, &str> = frame
+            .ranks
+            .iter()
+            .map(|r| (r.key.pid, r.comm.as_str()))
+            .collect();
         let mut out: Vec<FlowFrame> = self
             .seen
             .iter()
@@ -155,7 +164,12 @@ impl FlowProbe {
                 pid: k.tgid,
                 comm: comm.get(&k.tgid).map(|c| c.to_string()),
                 netns: k.netns as u64,
-                protocol: if k.protocol == libc::IPPROTO_UDP as u16 { "udp" } else { "tcp" }.into(),
+                protocol: if k.protocol == libc::IPPROTO_UDP as u16 {
+                    "udp"
+                } else {
+                    "tcp"
+                }
+                .into(),
                 local: addr(k.family, &k.laddr, k.lport).to_string(),
                 remote: addr(k.family, &k.raddr, k.rport).to_string(),
                 tx_bytes: s.bytes.tx,
@@ -173,7 +187,10 @@ impl FlowProbe {
         // Closed connections per second, and coverage of the interfaces.
         let closed: u64 = self.closed.get(&0, 0).map(|v| v.iter().sum()).unwrap_or(0);
         if let Some(p) = self.prev_closed {
-            frame.host.signals.insert("tcp_closed_per_s".into(), closed.saturating_sub(p) as f64 / secs);
+            frame.host.signals.insert(
+                "tcp_closed_per_s".into(),
+                closed.saturating_sub(p) as f64 / secs,
+            );
         }
         self.prev_closed = Some(closed);
         let ifaces: u64 = frame
@@ -187,10 +204,10 @@ impl FlowProbe {
             let d = ifaces.saturating_sub(p);
             // Below 64 KiB/s the ratio is mostly headers and ARP: not shown.
             if d as f64 / secs > 65_536.0 {
-                frame
-                    .host
-                    .signals
-                    .insert("flow_coverage_pct".into(), (attributed_ext as f64 / d as f64 * 100.0).min(100.0));
+                frame.host.signals.insert(
+                    "flow_coverage_pct".into(),
+                    (attributed_ext as f64 / d as f64 * 100.0).min(100.0),
+                );
             }
         }
         self.prev_ifaces = Some(ifaces);

@@ -182,7 +182,10 @@ mod tests {
             let b = bucket_of(v);
             let (lo, hi) = bucket_bounds(b);
             if b < BUCKETS - 1 {
-                assert!(lo <= v as f64 && (v as f64) < hi, "{v} in {b}: [{lo}, {hi})");
+                assert!(
+                    lo <= v as f64 && (v as f64) < hi,
+                    "{v} in {b}: [{lo}, {hi})"
+                );
             }
         }
     }
@@ -198,8 +201,10 @@ mod tests {
 
     #[test]
     fn quantiles_come_from_the_interval_not_the_total() {
-        let mut before = RawHist::default();
-        before.count = 100;
+        let mut before = RawHist {
+            count: 100,
+            ..Default::default()
+        };
         before.buckets[bucket_of(20)] = 100;
         let mut now = before;
         now.count = 110;
@@ -212,10 +217,14 @@ mod tests {
 
     #[test]
     fn a_reset_counts_as_new() {
-        let mut before = RawHist::default();
-        before.count = 100;
-        let mut now = RawHist::default();
-        now.count = 3;
+        let before = RawHist {
+            count: 100,
+            ..Default::default()
+        };
+        let mut now = RawHist {
+            count: 3,
+            ..Default::default()
+        };
         now.buckets[5] = 3;
         assert_eq!(Hist::delta(&now, Some(&before)).samples(), 3);
     }

@@ -54,18 +54,27 @@ impl Probes {
             ),
             (
                 "ebpf.flow".into(),
-                st(&self.flow, Some("tp_btf/sock_send_length+sock_recv_length".into())),
+                st(
+                    &self.flow,
+                    Some("tp_btf/sock_send_length+sock_recv_length".into()),
+                ),
             ),
             (
                 "ebpf.events".into(),
-                st(&self.events, Some("tp_btf/mark_victim+sched_process_exit+sched_process_exec".into())),
+                st(
+                    &self.events,
+                    Some("tp_btf/mark_victim+sched_process_exit+sched_process_exec".into()),
+                ),
             ),
         ]
     }
 
     /// The strategies the RTT probe tried before the one that attached.
     pub fn rtt_tried(&self) -> Vec<String> {
-        self.rtt.as_ref().map(|p| p.tried.clone()).unwrap_or_default()
+        self.rtt
+            .as_ref()
+            .map(|p| p.tried.clone())
+            .unwrap_or_default()
     }
 }
 

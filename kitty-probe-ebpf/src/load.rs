@@ -84,8 +84,14 @@ fn raw_reason(e: &dyn std::error::Error) -> String {
         let log = &s[at..];
         let last = log
             .lines()
-            .filter(|l| !l.trim().is_empty() && !l.starts_with(':') && !l.starts_with("verification time") && !l.starts_with("processed ") && !l.starts_with("stack depth"))
-            .last()
+            .rev()
+            .find(|l| {
+                !l.trim().is_empty()
+                    && !l.starts_with(':')
+                    && !l.starts_with("verification time")
+                    && !l.starts_with("processed ")
+                    && !l.starts_with("stack depth")
+            })
             .unwrap_or("")
             .to_string();
         s.truncate(at);

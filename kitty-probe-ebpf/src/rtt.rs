@@ -96,7 +96,8 @@ impl RttProbe {
                 Err(e) => tried.push(format!("{name}: {e}")),
             }
         }
-        let strategy = strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
+        let strategy =
+            strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
         let map = BpfHashMap::try_from(ebpf.take_map("rtt_hist").ok_or("rtt_hist map missing")?)
             .map_err(|e| load::reason(&e))?;
         Ok(RttProbe {
@@ -116,14 +117,19 @@ impl RttProbe {
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let Some(ns) = r.netns else { continue };
             for s in r.sockets.iter_mut() {
-                let (Ok(local), Ok(remote)) = (s.local.parse::<SocketAddr>(), s.remote.parse::<SocketAddr>()) else {
+                let (Ok(local), Ok(remote)) = (
+                    s.local.parse::<SocketAddr>(),
+                    s.remote.parse::<SocketAddr>(),
+                ) else {
                     continue;
                 };
                 if remote.port() == 0 {
                     continue;
                 }
                 let key = SockKey::new(ns, &local, &remote);
-                let Ok(raw) = self.map.get(&key, 0) else { continue };
+                let Ok(raw) = self.map.get(&key, 0) else {
+                    continue;
+                };
                 let d = Hist::delta(&raw, prev.get(&key));
                 self.prev.insert(key, raw);
                 if let Some(p50) = d.quantile(0.5) {
@@ -139,7 +145,8 @@ impl RttProbe {
             match h.quantile(0.5) {
                 Some(p50) => {
                     r.signals.insert("rtt_p50_us".into(), p50);
-                    r.signals.insert("rtt_p99_us".into(), h.quantile(0.99).unwrap_or(p50));
+                    r.signals
+                        .insert("rtt_p99_us".into(), h.quantile(0.99).unwrap_or(p50));
                     if let Some(m) = h.max_in_interval() {
                         r.signals.insert("rtt_max_us".into(), m);
                     }

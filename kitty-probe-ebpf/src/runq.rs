@@ -29,8 +29,9 @@ impl RunqProbe {
         )?;
         let watched = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
             .map_err(|e| load::reason(&e))?;
-        let hists = BpfHashMap::try_from(ebpf.take_map("runq_hist").ok_or("runq_hist map missing")?)
-            .map_err(|e| load::reason(&e))?;
+        let hists =
+            BpfHashMap::try_from(ebpf.take_map("runq_hist").ok_or("runq_hist map missing")?)
+                .map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched: WatchedSet::new(watched),
@@ -47,12 +48,15 @@ impl RunqProbe {
         }
         for r in frame.ranks.iter_mut() {
             let pid = r.key.pid;
-            let Ok(raw) = self.hists.get(&pid, 0) else { continue };
+            let Ok(raw) = self.hists.get(&pid, 0) else {
+                continue;
+            };
             let d = Hist::delta(&raw, self.prev.get(&pid));
             self.prev.insert(pid, raw);
             if let Some(p50) = d.quantile(0.5) {
                 r.signals.insert("runq_p50_us".into(), p50);
-                r.signals.insert("runq_p99_us".into(), d.quantile(0.99).unwrap_or(p50));
+                r.signals
+                    .insert("runq_p99_us".into(), d.quantile(0.99).unwrap_or(p50));
                 if let Some(m) = d.max_in_interval() {
                     r.signals.insert("runq_max_us".into(), m);
                 }

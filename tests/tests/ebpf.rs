@@ -72,7 +72,11 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     };
     let peers: Vec<f64> = [0, 1, 3].iter().map(|r| p99(*r)).collect();
     eprintln!("run-queue p99: rank 2 {:.0} us, peers {peers:?}", p99(2));
-    assert!(p99(2) >= 10.0 * median(peers.clone()), "{} vs {peers:?}", p99(2));
+    assert!(
+        p99(2) >= 10.0 * median(peers.clone()),
+        "{} vs {peers:?}",
+        p99(2)
+    );
     let hist = &ranks.iter().find(|x| x["rank"] == 2).unwrap()["signals"];
     assert!(hist["runq_p50_us"].as_f64().is_some());
 }
@@ -96,7 +100,13 @@ fn flow_bytes_land_on_the_sender_and_its_peer_even_when_closed_between_polls() {
     std::thread::sleep(Duration::from_secs(3));
     const SENT: u64 = 3_000_000;
     let mut sender = Command::new(kitty_bin())
-        .args(["demo-flow", "--connect", &addr, "--bytes", &SENT.to_string()])
+        .args([
+            "demo-flow",
+            "--connect",
+            &addr,
+            "--bytes",
+            &SENT.to_string(),
+        ])
         .spawn()
         .unwrap();
     let pid = sender.id();
@@ -110,14 +120,20 @@ fn flow_bytes_land_on_the_sender_and_its_peer_even_when_closed_between_polls() {
     assert_eq!(mine.len(), 1, "flows of pid {pid}: {flows:#?}");
     let tx = mine[0]["tx_bytes"].as_f64().unwrap();
     eprintln!("sent {SENT} B, attributed {tx} B to pid {pid} -> {addr}");
-    assert!((tx - SENT as f64).abs() <= 0.05 * SENT as f64, "{tx} vs {SENT}");
+    assert!(
+        (tx - SENT as f64).abs() <= 0.05 * SENT as f64,
+        "{tx} vs {SENT}"
+    );
     // The sink's side: the same bytes received, on the peer's socket.
     let rx: f64 = flows
         .iter()
         .filter(|f| f["local"] == addr.as_str())
         .map(|f| f["rx_bytes"].as_f64().unwrap())
         .sum();
-    assert!((rx - SENT as f64).abs() <= 0.05 * SENT as f64, "sink received {rx}");
+    assert!(
+        (rx - SENT as f64).abs() <= 0.05 * SENT as f64,
+        "sink received {rx}"
+    );
 }
 
 fn events(snap: &serde_json::Value, kind: &str) -> Vec<String> {
@@ -151,7 +167,8 @@ fn a_watched_process_killed_by_a_signal_is_an_event_naming_the_signal() {
     let snap = finish(snap);
     let ev = events(&snap, "fatal_signal");
     assert!(
-        ev.iter().any(|m| m.contains(&victim.to_string()) && m.contains("SIGSEGV")),
+        ev.iter()
+            .any(|m| m.contains(&victim.to_string()) && m.contains("SIGSEGV")),
         "{ev:?}"
     );
 }
@@ -207,7 +224,10 @@ fn an_oom_kill_names_the_victim_and_the_allocation_that_caused_it() {
     let procs_file = cg.0.join("cgroup.procs");
     let st = Command::new("sh")
         .arg("-c")
-        .arg(format!("echo $$ > {} && exec tail /dev/zero", procs_file.display()))
+        .arg(format!(
+            "echo $$ > {} && exec tail /dev/zero",
+            procs_file.display()
+        ))
         .status()
         .unwrap();
     assert!(!st.success(), "the hog should have been killed");
@@ -240,7 +260,11 @@ fn an_execve_storm_is_one_event_with_a_truncated_count() {
         .and_then(|t| t.trim_end_matches(')').parse().ok())
         .expect("a truncated count");
     eprintln!("{}", ev[0]);
-    assert!(truncated > 0, "2500 execs in a few seconds exceed the token bucket: {}", ev[0]);
+    assert!(
+        truncated > 0,
+        "2500 execs in a few seconds exceed the token bucket: {}",
+        ev[0]
+    );
 }
 
 #[test]
@@ -252,13 +276,21 @@ fn nothing_stays_loaded_after_kitty_exits_normally_or_by_kill_9() {
     if Command::new("bpftool").arg("version").output().is_err() {
         return skip("bpftool is not installed");
     }
-    assert!(loaded_programs().is_empty(), "left over from before: {:?}", loaded_programs());
+    assert!(
+        loaded_programs().is_empty(),
+        "left over from before: {:?}",
+        loaded_programs()
+    );
     let dir = tempfile::tempdir().unwrap();
     record(dir.path().join("a.kitty"), "2s");
     // The kernel frees a program once its last reference is gone, which
     // happens shortly after the process exits (deferred work).
     let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));
-    assert!(gone.is_some(), "after a normal exit: {:?}", loaded_programs());
+    assert!(
+        gone.is_some(),
+        "after a normal exit: {:?}",
+        loaded_programs()
+    );
 
     let mut child = Command::new(kitty_bin())
         .args(["record", "-o"])
@@ -269,7 +301,11 @@ fn nothing_stays_loaded_after_kitty_exits_normally_or_by_kill_9() {
         let l = loaded_programs();
         (l.len() == PROGRAMS.len()).then_some(l)
     });
-    assert!(all.is_some(), "the probes never all loaded: {:?}", loaded_programs());
+    assert!(
+        all.is_some(),
+        "the probes never all loaded: {:?}",
+        loaded_programs()
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));

@@ -19,7 +19,10 @@ const NETWORK: &[&str] = &[
 ];
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
 
 fn sleep(s: f64) {
@@ -38,7 +41,10 @@ fn series(frames: &[Frame], rank: u32, sig: &str) -> Vec<(u64, f64)> {
 }
 
 fn in_window(s: &[(u64, f64)], from: u64, to: u64) -> Vec<f64> {
-    s.iter().filter(|(t, _)| *t >= from && *t <= to).map(|(_, v)| *v).collect()
+    s.iter()
+        .filter(|(t, _)| *t >= from && *t <= to)
+        .map(|(_, v)| *v)
+        .collect()
 }
 
 /// Seconds from `t` to the first sample after it that satisfies `ok`.
@@ -70,13 +76,29 @@ fn delay_loss_and_throttle_on_one_link_flag_that_rank_only() {
     }
     let mut lab = Lab::new(4).expect("create the lab");
     let ports = free_ports(4);
-    let ports_arg = ports.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
-    let hosts = (0..4).map(|i| kitty_faultlab::addr(i).to_string()).collect::<Vec<_>>().join(",");
+    let ports_arg = ports
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let hosts = (0..4)
+        .map(|i| kitty_faultlab::addr(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut procs = Procs::default();
     for rank in 0..4 {
         let mut cmd = Command::new(kitty_bin());
         cmd.args(["demo-rank", "--rank", &rank.to_string(), "--world", "4"])
-            .args(["--ports", &ports_arg, "--hosts", &hosts, "--chunk-kb", "512", "--work", "1"])
+            .args([
+                "--ports",
+                &ports_arg,
+                "--hosts",
+                &hosts,
+                "--chunk-kb",
+                "512",
+                "--work",
+                "1",
+            ])
             .env("KITTY_WATCH", "1")
             .env("RANK", rank.to_string())
             .env("JOB_NAME", "faultlab")
@@ -138,14 +160,23 @@ fn delay_loss_and_throttle_on_one_link_flag_that_rank_only() {
     let after = median(in_window(&rtt, d_off + 2 * s, l_on));
     eprintln!("RTT p50 of rank 2: {base:.0} us -> {during:.0} us -> {after:.0} us");
     assert!(base < 10_000.0, "baseline {base}");
-    assert!((45_000.0..=60_000.0).contains(&during), "during the delay: {during}");
+    assert!(
+        (45_000.0..=60_000.0).contains(&during),
+        "during the delay: {during}"
+    );
     let up = seconds_until(&rtt, d_on, |v| (45_000.0..=60_000.0).contains(&v));
-    assert!(up.is_some_and(|t| t <= 2.0), "reached 45-60 ms after {up:?} s");
+    assert!(
+        up.is_some_and(|t| t <= 2.0),
+        "reached 45-60 ms after {up:?} s"
+    );
     let down = seconds_until(&rtt, d_off, |v| v < 10_000.0);
     assert!(down.is_some_and(|t| t <= 2.0), "back after {down:?} s");
     let v = verdicts(&frames, d_on + 3 * s, d_off + 2 * s);
     assert!(v.contains(&(Some(SLOW), "rtt_p50_us".into())), "{v:?}");
-    assert!(v.iter().all(|(r, _)| *r == Some(SLOW)), "a healthy link flagged: {v:?}");
+    assert!(
+        v.iter().all(|(r, _)| *r == Some(SLOW)),
+        "a healthy link flagged: {v:?}"
+    );
 
     // 2. Loss: retransmits/s from ~0 to clearly positive and back.
     let re = series(&frames, SLOW, "retrans_per_s");
@@ -159,7 +190,10 @@ fn delay_loss_and_throttle_on_one_link_flag_that_rank_only() {
     assert!(d >= 20.0, "during the loss: {d}");
     let v = verdicts(&frames, l_on + 3 * s, l_off + 2 * s);
     assert!(v.contains(&(Some(SLOW), "retrans_per_s".into())), "{v:?}");
-    assert!(v.iter().all(|(r, _)| *r == Some(SLOW)), "a healthy link flagged: {v:?}");
+    assert!(
+        v.iter().all(|(r, _)| *r == Some(SLOW)),
+        "a healthy link flagged: {v:?}"
+    );
 
     // 3. Throttle: out segs/s collapse and the tx queue builds, then recover.
     let out = series(&frames, SLOW, "out_segs_per_s");
@@ -177,9 +211,15 @@ fn delay_loss_and_throttle_on_one_link_flag_that_rank_only() {
     eprintln!("out segs/s of rank 2: {ob:.0} -> {od:.0} -> {oa:.0}; tx queue {qb:.0} -> {qd:.0} -> {qa:.0} B");
     assert!(od < ob / 4.0, "out segs did not collapse: {ob} -> {od}");
     assert!(oa > ob / 2.0, "out segs did not recover: {od} -> {oa}");
-    assert!(qd > 256_000.0 && qd > 4.0 * qb.max(1.0), "tx queue {qb} -> {qd}");
+    assert!(
+        qd > 256_000.0 && qd > 4.0 * qb.max(1.0),
+        "tx queue {qb} -> {qd}"
+    );
     assert!(qa < qd / 3.0, "tx queue did not drain: {qd} -> {qa}");
     let v = verdicts(&frames, t_on + 3 * s, t_off + 2 * s);
     assert!(v.contains(&(Some(SLOW), "tx_queue_bytes".into())), "{v:?}");
-    assert!(v.iter().all(|(r, _)| *r == Some(SLOW)), "a healthy link flagged: {v:?}");
+    assert!(
+        v.iter().all(|(r, _)| *r == Some(SLOW)),
+        "a healthy link flagged: {v:?}"
+    );
 }

@@ -19,7 +19,10 @@ fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
                 format!("unavailable: {}", st.reason.unwrap_or_default())
             };
             if ok && name == "ebpf.rtt" && !tried.is_empty() {
-                detail.push_str(&format!("; better strategies not available here: {}", tried.join("; ")));
+                detail.push_str(&format!(
+                    "; better strategies not available here: {}",
+                    tried.join("; ")
+                ));
             }
             kitty_core::doctor::Check {
                 name,

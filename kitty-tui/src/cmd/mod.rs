@@ -22,9 +22,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     let common = cli.common.clone();
     match cli.command {
         None => crate::tui::run_live(sampler_config(&common)?, cli.record, enrichers(&common)),
-        Some(Command::Record { output, duration }) => {
-            record::run(sampler_config(&common)?, enrichers(&common), &output, duration)
-        }
+        Some(Command::Record { output, duration }) => record::run(
+            sampler_config(&common)?,
+            enrichers(&common),
+            &output,
+            duration,
+        ),
         Some(Command::Snapshot { json: _, duration }) => {
             snapshot::run_with(sampler_config(&common)?, duration, enrichers(&common))
         }

@@ -108,12 +108,17 @@ pub fn run(a: RankArgs) -> crate::cmd::Result<i32> {
     if !a.hosts.is_empty() && a.hosts.len() != a.world {
         return Err("demo-rank: --hosts must list one address per rank".into());
     }
-    let host = |r: usize| a.hosts.get(r).copied().unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let host = |r: usize| {
+        a.hosts
+            .get(r)
+            .copied()
+            .unwrap_or(std::net::Ipv4Addr::LOCALHOST)
+    };
     let listener =
         TcpListener::bind((host(a.rank), a.ports[a.rank])).map_err(|e| format!("bind: {e}"))?;
     let next_rank = (a.rank + 1) % a.world;
-    let next = connect_retry(host(next_rank), a.ports[next_rank])
-        .map_err(|e| format!("connect: {e}"))?;
+    let next =
+        connect_retry(host(next_rank), a.ports[next_rank]).map_err(|e| format!("connect: {e}"))?;
     let (mut prev, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
     let _ = next.set_nodelay(true);
     // A writer thread so that sends never deadlock against receives.

@@ -98,7 +98,15 @@ impl Lab {
             let tb = tap::open(&b)?;
             ip(&["link", "set", &a, "netns", &ns])?;
             ip(&["-n", &ns, "link", "set", &a, "name", "eth0"])?;
-            ip(&["-n", &ns, "addr", "add", &format!("{}/24", addr(i)), "dev", "eth0"])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", addr(i)),
+                "dev",
+                "eth0",
+            ])?;
             ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
             ip(&["link", "set", &b, "netns", &switch])?;
@@ -106,8 +114,10 @@ impl Lab {
             ip(&["-n", &switch, "link", "set", &b, "up"])?;
             let delay_us = Arc::new(AtomicU64::new(0));
             let (ta2, tb2) = (ta.try_clone()?, tb.try_clone()?);
-            lab.relays.push(relay::spawn(ta, tb, delay_us.clone(), stop.clone()));
-            lab.relays.push(relay::spawn(tb2, ta2, delay_us.clone(), stop.clone()));
+            lab.relays
+                .push(relay::spawn(ta, tb, delay_us.clone(), stop.clone()));
+            lab.relays
+                .push(relay::spawn(tb2, ta2, delay_us.clone(), stop.clone()));
             lab.links.push(Link {
                 ns_file: File::open(netns::path(&ns))?,
                 ns,
@@ -166,7 +176,9 @@ impl Lab {
         self.clear_loss(i);
         let per_million = (fraction.clamp(0.0, 1.0) * 1e6) as u32;
         let iface = self.links[i].sw_if.clone();
-        let ebpf = in_netns(self.switch_file.try_clone()?, move || load_drop(&iface, per_million))?;
+        let ebpf = in_netns(self.switch_file.try_clone()?, move || {
+            load_drop(&iface, per_million)
+        })?;
         self.links[i].loss = Some(ebpf);
         Ok(())
     }
@@ -180,7 +192,13 @@ impl Lab {
     pub fn set_throttle(&mut self, i: usize, rate: &str) -> io::Result<()> {
         self.clear_throttle(i);
         let ns = self.links[i].ns.clone();
-        ip_tc(&ns, &["qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "16kb", "latency", "400ms"])?;
+        ip_tc(
+            &ns,
+            &[
+                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "16kb",
+                "latency", "400ms",
+            ],
+        )?;
         self.links[i].throttled = true;
         Ok(())
     }
@@ -219,7 +237,8 @@ fn load_drop(iface: &str, per_million: u32) -> io::Result<aya::Ebpf> {
         .try_into()
         .map_err(|e| err(&e))?;
     prog.load().map_err(|e| err(&e))?;
-    prog.attach(iface, TcAttachType::Ingress).map_err(|e| err(&e))?;
+    prog.attach(iface, TcAttachType::Ingress)
+        .map_err(|e| err(&e))?;
     Ok(ebpf)
 }
 

@@ -20,10 +20,14 @@ pub fn del(name: &str) {
 
 /// Removes namespaces of labs whose process is gone (a test killed with -9).
 pub fn remove_stale() {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else { return };
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("kl") else { continue };
+        let Some(rest) = name.strip_prefix("kl") else {
+            continue;
+        };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };

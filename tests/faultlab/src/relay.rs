@@ -14,7 +14,12 @@ use std::time::{Duration, Instant};
 /// A real link buffers, then drops: at most this many frames in flight.
 const MAX_QUEUED: usize = 20_000;
 
-pub fn spawn(from: File, to: File, delay_us: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+pub fn spawn(
+    from: File,
+    to: File,
+    delay_us: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("faultlab-relay".into())
         .spawn(move || run(from, to, &delay_us, &stop))
@@ -45,7 +50,10 @@ fn run(mut from: File, mut to: File, delay_us: &AtomicU64, stop: &AtomicBool) {
                     if d == 0 && queue.is_empty() {
                         let _ = to.write(&buf[..n]);
                     } else if queue.len() < MAX_QUEUED {
-                        queue.push_back((Instant::now() + Duration::from_micros(d), buf[..n].to_vec()));
+                        queue.push_back((
+                            Instant::now() + Duration::from_micros(d),
+                            buf[..n].to_vec(),
+                        ));
                     }
                 }
                 _ => break,

@@ -20,7 +20,10 @@ pub fn open(name: &str) -> io::Result<File> {
     if name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::other(format!("interface name too long: {name}")));
     }
-    let f = OpenOptions::new().read(true).write(true).open("/dev/net/tun")?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")?;
     let mut req = IfReq {
         name: [0; libc::IFNAMSIZ],
         flags: IFF_TAP | IFF_NO_PI,
