@@ -16,6 +16,7 @@ pub mod sampler;
 pub mod signals;
 pub mod snapshot;
 pub mod sources;
+pub mod talkers;
 pub mod timefmt;
 
 pub use frame::Frame;

@@ -16,6 +16,7 @@ pub enum View {
     Help,
     Events,
     Gpus,
+    Flows,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -366,6 +367,7 @@ impl App {
             (Some("ranks" | "rank" | "main"), _) => self.view = View::Main,
             (Some("events" | "ev"), _) => self.view = View::Events,
             (Some("gpus" | "gpu"), _) => self.view = View::Gpus,
+            (Some("flows" | "talkers" | "net"), _) => self.view = View::Flows,
             (Some("help" | "h"), _) => self.view = View::Help,
             (Some("sort"), Some(col)) => match SORTS.iter().position(|(n, _)| *n == col) {
                 Some(i) => self.sort = i,

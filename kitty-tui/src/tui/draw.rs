@@ -128,12 +128,12 @@ fn compact(signal: &str, v: f64) -> String {
     }
 }
 
-struct Theme {
-    color: bool,
+pub(super) struct Theme {
+    pub(super) color: bool,
 }
 
 impl Theme {
-    fn sev(&self, s: Severity) -> Style {
+    pub(super) fn sev(&self, s: Severity) -> Style {
         match (self.color, s) {
             (true, Severity::Critical) => Style::new()
                 .fg(Color::White)
@@ -148,17 +148,17 @@ impl Theme {
             }
         }
     }
-    fn ok(&self) -> Style {
+    pub(super) fn ok(&self) -> Style {
         if self.color {
             Style::new().fg(Color::Green)
         } else {
             Style::new()
         }
     }
-    fn dim(&self) -> Style {
+    pub(super) fn dim(&self) -> Style {
         Style::new().add_modifier(Modifier::DIM)
     }
-    fn title(&self) -> Style {
+    pub(super) fn title(&self) -> Style {
         Style::new().add_modifier(Modifier::BOLD)
     }
     fn selected(&self) -> Style {
@@ -195,6 +195,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Help => draw_help(f, app, body, &th),
         View::Events => draw_events(f, app, body, &th, true),
         View::Gpus => draw_gpus(f, app, body, &th),
+        View::Flows => super::netview::draw_flows(f, app, body, &th),
     }
     draw_footer(f, app, footer, &th);
 }
@@ -268,13 +269,18 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     for (name, st) in &fr.sources {
         if st.is_ok() {
             l2.push(Span::styled(format!("{name} ✓"), th.ok()));
+            // The RTT probe's strategy says how raw its numbers are.
+            if let (Some(s), "ebpf.rtt") = (&st.strategy, name.as_str()) {
+                let short = s.split(" + ").next().unwrap_or(s);
+                l2.push(Span::styled(format!(" ({short})"), th.dim()));
+            }
         } else {
+            let mut why = st.reason.clone().unwrap_or_default();
+            if why.chars().count() > 60 {
+                why = why.chars().take(59).collect::<String>() + "…";
+            }
             l2.push(Span::styled(
-                format!(
-                    "{name}: {} ({})",
-                    st.status,
-                    st.reason.clone().unwrap_or_default()
-                ),
+                format!("{name}: {} ({why})", st.status),
                 th.dim(),
             ));
         }
@@ -928,6 +934,25 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     }
     let [socks, threads] =
         Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(tables);
+    // The run-queue latency histogram of this tick, when the probe has one.
+    let threads = match r.histograms.get("runq_us") {
+        Some(h) if !h.is_empty() => {
+            let [t, hist] =
+                Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
+                    .areas(threads);
+            let lines = super::netview::histogram_lines(h, hist.width.saturating_sub(1) as usize);
+            f.render_widget(
+                Paragraph::new(lines).block(
+                    Block::new()
+                        .borders(Borders::TOP)
+                        .title("run-queue latency, this tick"),
+                ),
+                hist,
+            );
+            t
+        }
+        _ => threads,
+    };
     let sock_rows: Vec<Row> = r
         .sockets
         .iter()
@@ -938,7 +963,12 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
                 s.remote.clone(),
                 s.state.clone(),
                 bytes(s.tx_queue as f64),
-                i.map_or("-".into(), |i| format_value("srtt_max_us", i.rtt_us as f64)),
+                match s.signals.get("rtt_p50_us") {
+                    Some(v) => format_value("rtt_p50_us", *v),
+                    None => i.map_or("-".into(), |i| {
+                        format!("~{}", format_value("srtt_max_us", i.rtt_us as f64))
+                    }),
+                },
                 i.map_or("-".into(), |i| i.total_retrans.to_string()),
                 s.signals
                     .get("bytes_sent_per_s")
@@ -960,7 +990,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     )
     .header(
         Row::new(vec![
-            "LOCAL", "REMOTE", "STATE", "TXQ", "SRTT", "RETX", "SENT",
+            "LOCAL", "REMOTE", "STATE", "TXQ", "RTT", "RETX", "SENT",
         ])
         .style(th.title()),
     )
@@ -1011,7 +1041,7 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     lines.push(Line::raw(""));
     lines.push(Line::styled("Commands (:)", th.title()));
     lines.push(Line::raw(
-        "  :ranks  :events  :gpus  :help  :q   :sort rank|cpu|runq|retx|txq|verdict",
+        "  :ranks  :events  :gpus  :flows  :help  :q   :sort rank|cpu|runq|retx|txq|verdict",
     ));
     lines.push(Line::raw(
         "  :seek +30s | -2m | 12:03:04 | start | end      (replay)",

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod draw;
 pub mod keymap;
+mod netview;
 #[cfg(test)]
 mod tests;
 
