@@ -68,7 +68,17 @@ pub struct EventsProbe {
     /// pid -> how the frame named it, for processes that are gone by the
     /// time their death is read.
     names: HashMap<u32, String>,
-    last_burst_ns: u64,
+    burst: Option<Burst>,
+}
+
+/// An execve storm in progress.
+#[derive(Default)]
+struct Burst {
+    start_ns: u64,
+    seen: u64,
+    sampled: u64,
+    truncated: u64,
+    comms: BTreeMap<String, u32>,
 }
 
 impl EventsProbe {
@@ -98,7 +108,7 @@ impl EventsProbe {
             counts,
             prev_counts: (0, 0),
             names: HashMap::new(),
-            last_burst_ns: 0,
+            burst: None,
         })
     }
 
@@ -171,22 +181,40 @@ impl EventsProbe {
                 .insert("execs_per_s".into(), seen_d as f64 / secs);
         }
         let rate = seen_d as f64 / secs;
-        // One event per burst, at most every 5 s, naming what ran.
-        if !first && rate >= BURST_PER_S && now.saturating_sub(self.last_burst_ns) > 5_000_000_000 {
-            self.last_burst_ns = now;
-            let mut top: Vec<(String, u32)> = execs.into_iter().collect();
+        // A burst is summed while it lasts and reported once it ends (or
+        // every 10 s while a storm goes on), with what the bucket truncated.
+        if !first && rate >= BURST_PER_S {
+            let b = self.burst.get_or_insert_with(|| Burst {
+                start_ns: now,
+                ..Default::default()
+            });
+            b.seen += seen_d;
+            b.sampled += exec_events as u64;
+            b.truncated += trunc_d;
+            for (c, n) in execs {
+                *b.comms.entry(c).or_default() += n;
+            }
+        }
+        let long = self
+            .burst
+            .as_ref()
+            .is_some_and(|b| now.saturating_sub(b.start_ns) >= 10_000_000_000);
+        if (rate < BURST_PER_S || long) && self.burst.is_some() {
+            let b = self.burst.take().expect("checked");
+            let dur = (now.saturating_sub(b.start_ns) as f64 / 1e9).max(secs);
+            let mut top: Vec<(String, u32)> = b.comms.into_iter().collect();
             top.sort_by_key(|t| std::cmp::Reverse(t.1));
-            let names: Vec<String> = top
-                .iter()
-                .take(3)
-                .map(|(c, n)| format!("{c} x{n}"))
-                .collect();
+            let names: Vec<String> = top.iter().take(3).map(|(c, n)| format!("{c} x{n}")).collect();
             frame.events.push(Event {
                 wall_ns: now,
                 kind: EventKind::ExecBurst,
                 message: format!(
-                    "execve burst: {seen_d} in {secs:.1} s ({rate:.0}/s; sampled {exec_events}: {}; truncated {trunc_d})",
-                    names.join(", ")
+                    "execve burst: {} in {dur:.1} s ({:.0}/s; sampled {}: {}; truncated {})",
+                    b.seen,
+                    b.seen as f64 / dur,
+                    b.sampled,
+                    names.join(", "),
+                    b.truncated
                 ),
             });
         }

@@ -8,6 +8,7 @@ pub mod events;
 pub mod flow;
 pub mod hist;
 pub mod load;
+pub mod profile;
 pub mod rtt;
 pub mod runq;
 mod watched;

@@ -13,6 +13,7 @@ pub mod objects {
     pub static RUNQ: &[u8] = aya::include_bytes_aligned!("bpf/runq.bpf.o");
     pub static FLOW: &[u8] = aya::include_bytes_aligned!("bpf/flow.bpf.o");
     pub static EVENTS: &[u8] = aya::include_bytes_aligned!("bpf/events.bpf.o");
+    pub static PROFILE: &[u8] = aya::include_bytes_aligned!("bpf/profile.bpf.o");
 }
 
 /// The kernel's BTF, parsed once.

@@ -127,6 +127,26 @@ pub enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// On-CPU profile of one process, given with --pid (perf_event BPF,
+    /// blazesym symbols): folded stacks (inferno-flamegraph, speedscope) or
+    /// an SVG flame graph.
+    Profile {
+        /// How long to sample (at most 60s).
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        duration: std::time::Duration,
+        /// Samples per second per CPU (1 to 999).
+        #[arg(long, default_value_t = 99)]
+        frequency: u64,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "folded")]
+        format: ProfileFormat,
+        /// Each thread as its own root instead of merged stacks.
+        #[arg(long)]
+        per_thread: bool,
+        /// Write here instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Start a small local ring all-reduce job with a straggler and watch it.
     Demo(DemoArgs),
     /// One rank of the demo job (started by `demo`).
@@ -174,6 +194,12 @@ pub enum Straggler {
     NetLoss,
     /// Root: ranks in network namespaces; one rank's sending throttled to 8 Mbit/s.
     NetThrottle,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileFormat {
+    Folded,
+    Svg,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

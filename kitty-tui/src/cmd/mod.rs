@@ -2,6 +2,7 @@
 
 mod doctor;
 mod export;
+mod profile;
 mod record;
 mod replay;
 mod serve;
@@ -57,6 +58,26 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             format,
             output,
         }) => export::run(&file, format, output.as_deref()),
+        Some(Command::Profile {
+            duration,
+            frequency,
+            format,
+            per_thread,
+            output,
+        }) => profile::run(
+            &kitty_probe_ebpf::profile::Request {
+                pid: match common.pids.as_slice() {
+                    [pid] => *pid,
+                    [] => return Err("profile needs a target: --pid PID".into()),
+                    _ => return Err("profile takes one --pid".into()),
+                },
+                frequency_hz: frequency,
+                duration,
+            },
+            format,
+            per_thread,
+            output.as_deref(),
+        ),
         Some(Command::Demo(args)) => {
             let cfg = sampler_config(&common)?;
             crate::demo::run(args, cfg, cli.record, enrichers(&common))
