@@ -191,14 +191,21 @@ mod tests {
         let t = tree(false);
         let (hit, share) = t.search("MA");
         assert!(hit.iter().filter(|h| **h).count() >= 2, "main and matmul");
-        assert!((share - 100.0).abs() < 1e-9, "matmul lies under main: {share}");
+        assert!(
+            (share - 100.0).abs() < 1e-9,
+            "matmul lies under main: {share}"
+        );
         assert!((t.search("read").1 - 30.0).abs() < 1e-9);
     }
 
     #[test]
     fn per_thread_roots_each_thread() {
         let t = tree(true);
-        let names: Vec<&str> = t.nodes[0].children.iter().map(|c| t.nodes[*c].name.as_str()).collect();
+        let names: Vec<&str> = t.nodes[0]
+            .children
+            .iter()
+            .map(|c| t.nodes[*c].name.as_str())
+            .collect();
         assert_eq!(names, vec!["w-1", "w-2"]);
     }
 }

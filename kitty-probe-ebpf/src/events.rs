@@ -204,7 +204,11 @@ impl EventsProbe {
             let dur = (now.saturating_sub(b.start_ns) as f64 / 1e9).max(secs);
             let mut top: Vec<(String, u32)> = b.comms.into_iter().collect();
             top.sort_by_key(|t| std::cmp::Reverse(t.1));
-            let names: Vec<String> = top.iter().take(3).map(|(c, n)| format!("{c} x{n}")).collect();
+            let names: Vec<String> = top
+                .iter()
+                .take(3)
+                .map(|(c, n)| format!("{c} x{n}"))
+                .collect();
             frame.events.push(Event {
                 wall_ns: now,
                 kind: EventKind::ExecBurst,

@@ -38,7 +38,10 @@ impl Request {
             return Err(format!("frequency must be 1..={MAX_FREQUENCY_HZ} Hz"));
         }
         if self.duration.is_zero() || self.duration > MAX_DURATION {
-            return Err(format!("duration must be more than 0 and at most {} s", MAX_DURATION.as_secs()));
+            return Err(format!(
+                "duration must be more than 0 and at most {} s",
+                MAX_DURATION.as_secs()
+            ));
         }
         if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
             return Err(format!("no process {}", self.pid));
@@ -66,7 +69,13 @@ impl Slot {
                 .open(dir.join(format!("profile-{i}.lock")))
                 .map_err(|e| format!("profile lock: {e}"))?;
             // SAFETY: flock on our own fd; released when the file closes.
-            if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            if unsafe {
+                libc::flock(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    libc::LOCK_EX | libc::LOCK_NB,
+                )
+            } == 0
+            {
                 return Ok(Slot(f));
             }
         }
@@ -109,7 +118,11 @@ pub fn check() -> Result<(), String> {
 
 /// Samples `req.pid`; `progress` gets the elapsed fraction; `cancel` stops early
 /// (the partial profile is returned).
-pub fn run(req: &Request, cancel: &AtomicBool, mut progress: impl FnMut(f64)) -> Result<Profile, String> {
+pub fn run(
+    req: &Request,
+    cancel: &AtomicBool,
+    mut progress: impl FnMut(f64),
+) -> Result<Profile, String> {
     req.validate()?;
     let _slot = Slot::acquire()?;
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", req.pid))
@@ -117,7 +130,9 @@ pub fn run(req: &Request, cancel: &AtomicBool, mut progress: impl FnMut(f64)) ->
         .unwrap_or_default();
     // Take what symbolization needs now, before the target can exit.
     let symbolizer = Symbolizer::new();
-    let _ = symbolizer.cache(&cache::Cache::Process(cache::Process::new(Pid::from(req.pid))));
+    let _ = symbolizer.cache(&cache::Cache::Process(cache::Process::new(Pid::from(
+        req.pid,
+    ))));
     let maps = read_maps(req.pid);
 
     let mut ebpf = load::load_object(objects::PROFILE, &[("target_tgid", req.pid as u64)])?;
@@ -156,12 +171,20 @@ pub fn run(req: &Request, cancel: &AtomicBool, mut progress: impl FnMut(f64)) ->
         let _ = p.unload();
     }
     let samples: BpfHashMap<MapData, SampleKey, u64> =
-        BpfHashMap::try_from(ebpf.take_map("samples").ok_or("samples map missing")?).map_err(|e| load::reason(&e))?;
+        BpfHashMap::try_from(ebpf.take_map("samples").ok_or("samples map missing")?)
+            .map_err(|e| load::reason(&e))?;
     let stacks: StackTraceMap<MapData> =
-        StackTraceMap::try_from(ebpf.take_map("stacks").ok_or("stacks map missing")?).map_err(|e| load::reason(&e))?;
+        StackTraceMap::try_from(ebpf.take_map("stacks").ok_or("stacks map missing")?)
+            .map_err(|e| load::reason(&e))?;
     let counters: PerCpuArray<MapData, u64> =
-        PerCpuArray::try_from(ebpf.take_map("counters").ok_or("counters map missing")?).map_err(|e| load::reason(&e))?;
-    let count = |i: u32| counters.get(&i, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0);
+        PerCpuArray::try_from(ebpf.take_map("counters").ok_or("counters map missing")?)
+            .map_err(|e| load::reason(&e))?;
+    let count = |i: u32| {
+        counters
+            .get(&i, 0)
+            .map(|v| v.iter().sum::<u64>())
+            .unwrap_or(0)
+    };
 
     let mut raw: Vec<(SampleKey, u64)> = samples.iter().filter_map(Result::ok).collect();
     raw.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
@@ -185,7 +208,13 @@ pub fn run(req: &Request, cancel: &AtomicBool, mut progress: impl FnMut(f64)) ->
         }
         // The kernel gives innermost first; folded wants the caller first.
         let mut frames: Vec<String> = names.user(&user).into_iter().rev().collect();
-        frames.extend(names.kernel(&kernel).into_iter().rev().map(|f| format!("{f}_[k]")));
+        frames.extend(
+            names
+                .kernel(&kernel)
+                .into_iter()
+                .rev()
+                .map(|f| format!("{f}_[k]")),
+        );
         if frames.is_empty() {
             frames.push("[no stack]".into());
         }
@@ -207,7 +236,10 @@ pub fn run(req: &Request, cancel: &AtomicBool, mut progress: impl FnMut(f64)) ->
         }
     }
     if exited {
-        notes.push(format!("pid {} exited after {elapsed:.1} s; the profile covers its life until then", req.pid));
+        notes.push(format!(
+            "pid {} exited after {elapsed:.1} s; the profile covers its life until then",
+            req.pid
+        ));
     }
     if cancel.load(Ordering::SeqCst) {
         notes.push(format!("cancelled after {elapsed:.1} s"));
@@ -295,7 +327,10 @@ impl<'a> Names<'a> {
             .filter(|ip| !self.cache.contains_key(&(kernel, *ip)))
             .collect();
         if !todo.is_empty() {
-            let found = self.sym.symbolize(src, Input::AbsAddr(&todo)).unwrap_or_default();
+            let found = self
+                .sym
+                .symbolize(src, Input::AbsAddr(&todo))
+                .unwrap_or_default();
             for (i, ip) in todo.iter().enumerate() {
                 let name = match found.get(i) {
                     Some(Symbolized::Sym(s)) => s.name.to_string(),
@@ -305,7 +340,9 @@ impl<'a> Names<'a> {
                 self.cache.insert((kernel, *ip), name);
             }
         }
-        ips.iter().map(|ip| self.cache[&(kernel, *ip)].clone()).collect()
+        ips.iter()
+            .map(|ip| self.cache[&(kernel, *ip)].clone())
+            .collect()
     }
 
     fn module_offset(&self, ip: u64) -> String {

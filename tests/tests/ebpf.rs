@@ -71,7 +71,12 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     let mut procs = Procs::default();
     start_ring(&mut procs, 4, "runq", &|rank| {
         let cpu = if rank == 1 { hog_cpu } else { 0 };
-        vec!["--cpus".into(), cpu.to_string(), "--work".into(), "1".into()]
+        vec![
+            "--cpus".into(),
+            cpu.to_string(),
+            "--work".into(),
+            "1".into(),
+        ]
     });
     procs.push(
         Command::new(kitty_bin())
@@ -87,12 +92,18 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     };
     let peers: Vec<f64> = [0, 2, 3].iter().map(|r| p99(*r)).collect();
     eprintln!("run-queue p99: rank 1 {:.0} us, peers {peers:?}", p99(1));
-    assert!(p99(1) >= 10.0 * median(peers.clone()), "{} vs {peers:?}", p99(1));
+    assert!(
+        p99(1) >= 10.0 * median(peers.clone()),
+        "{} vs {peers:?}",
+        p99(1)
+    );
     let rank1 = ranks.iter().find(|x| x["rank"] == 1).unwrap();
     assert!(rank1["signals"]["runq_p50_us"].as_f64().is_some());
     let verdicts = snap["verdicts"].as_array().unwrap();
     assert!(
-        verdicts.iter().any(|v| v["rank"] == 1 && v["signal"] == "runq_p99_us"),
+        verdicts
+            .iter()
+            .any(|v| v["rank"] == 1 && v["signal"] == "runq_p99_us"),
         "{verdicts:#?}"
     );
 }
@@ -295,7 +306,11 @@ fn nothing_stays_loaded_after_kitty_exits_normally_or_by_kill_9() {
     // Another test's kitty may have exited a moment ago: its programs are
     // freed shortly after (deferred work), so wait for a clean start.
     let clean = wait_until(10, || loaded_programs().is_empty().then_some(()));
-    assert!(clean.is_some(), "left over from before: {:?}", loaded_programs());
+    assert!(
+        clean.is_some(),
+        "left over from before: {:?}",
+        loaded_programs()
+    );
     let dir = tempfile::tempdir().unwrap();
     record(dir.path().join("a.kitty"), "2s");
     // The kernel frees a program once its last reference is gone, which

@@ -17,6 +17,7 @@ pub enum View {
     Events,
     Gpus,
     Flows,
+    Flame,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +64,10 @@ pub struct App {
     pub kernel: String,
     pub quit: bool,
     pub color: bool,
+    /// A profile being taken, and the last one taken (the flame view).
+    pub profiling: Option<super::flame::Running>,
+    pub flame: Option<super::flame::Flame>,
+    pub profile_error: Option<String>,
 }
 
 const BUFFER: usize = 240;
@@ -88,6 +93,9 @@ impl App {
             kernel: kernel_release(),
             quit: false,
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            profiling: None,
+            flame: None,
+            profile_error: None,
         }
     }
 
@@ -242,6 +250,9 @@ impl App {
             return;
         }
         self.message = None;
+        if self.view == View::Flame && self.flame_key(ev) {
+            return;
+        }
         let Some(action) = self.keymap.action(&ev) else {
             return;
         };
@@ -279,6 +290,67 @@ impl App {
             Action::StepForward => self.step(1),
             Action::Faster => self.speed(2.0),
             Action::Slower => self.speed(0.5),
+            Action::Profile => self.start_profile(),
+        }
+    }
+
+    /// Keys of the flame view; false lets the global bindings have the key.
+    fn flame_key(&mut self, ev: KeyEvent) -> bool {
+        if let Some(r) = &self.profiling {
+            if ev.code == KeyCode::Esc {
+                r.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                return true;
+            }
+            return false;
+        }
+        if self.flame.as_mut().is_some_and(|f| f.on_key(ev)) {
+            return true;
+        }
+        if ev.code == KeyCode::Esc {
+            self.view = View::Main;
+            return true;
+        }
+        false
+    }
+
+    /// `p`: profile the selected rank on a background thread.
+    fn start_profile(&mut self) {
+        if self.replay.is_some() {
+            self.message = Some("profiling needs a live process; this is a replay".into());
+            return;
+        }
+        if self.profiling.is_some() {
+            self.view = View::Flame;
+            return;
+        }
+        let Some(r) = self.selected_rank() else {
+            self.message = Some("no rank selected to profile".into());
+            return;
+        };
+        let (pid, name) = (r.key.pid, r.display_name());
+        self.profile_error = None;
+        self.profiling = Some(super::flame::Running::start(pid, name));
+        self.view = View::Flame;
+    }
+
+    /// Picks up a finished profile; true when the screen changed.
+    pub fn poll_profile(&mut self) -> bool {
+        let Some(r) = self.profiling.as_mut() else {
+            return false;
+        };
+        match r.poll() {
+            None => self.view == View::Flame,
+            Some(res) => {
+                self.profiling = None;
+                match res {
+                    Ok(p) => self.flame = Some(super::flame::Flame::new(p)),
+                    Err(e) => {
+                        self.message = Some(format!("profile: {e}"));
+                        self.profile_error = Some(e);
+                    }
+                }
+                true
+            }
         }
     }
 
@@ -368,6 +440,7 @@ impl App {
             (Some("events" | "ev"), _) => self.view = View::Events,
             (Some("gpus" | "gpu"), _) => self.view = View::Gpus,
             (Some("flows" | "talkers" | "net"), _) => self.view = View::Flows,
+            (Some("flame" | "profile"), _) => self.view = View::Flame,
             (Some("help" | "h"), _) => self.view = View::Help,
             (Some("sort"), Some(col)) => match SORTS.iter().position(|(n, _)| *n == col) {
                 Some(i) => self.sort = i,

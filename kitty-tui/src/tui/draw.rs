@@ -196,6 +196,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Events => draw_events(f, app, body, &th, true),
         View::Gpus => draw_gpus(f, app, body, &th),
         View::Flows => super::netview::draw_flows(f, app, body, &th),
+        View::Flame => draw_flame(f, app, body, &th),
     }
     draw_footer(f, app, footer, &th);
 }
@@ -1030,6 +1031,26 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     f.render_widget(tt, threads);
 }
 
+fn draw_flame(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
+    if let Some(r) = &app.profiling {
+        super::flame::draw_running(f, r, area);
+    } else if let (Some(e), true) = (&app.profile_error, app.flame.is_none()) {
+        f.render_widget(
+            Paragraph::new(format!("  the profile failed: {e}"))
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(" on-CPU profile ")),
+            area,
+        );
+    } else if let Some(fl) = &app.flame {
+        super::flame::draw(f, fl, area, th);
+    } else {
+        f.render_widget(
+            Paragraph::new("  press p on a rank to profile it").block(Block::bordered()),
+            area,
+        );
+    }
+}
+
 fn draw_help(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     let mut lines = vec![Line::styled("Keys", th.title())];
     for (action, _, _, text) in ACTIONS {
@@ -1041,7 +1062,7 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect, th: &Theme) {
     lines.push(Line::raw(""));
     lines.push(Line::styled("Commands (:)", th.title()));
     lines.push(Line::raw(
-        "  :ranks  :events  :gpus  :flows  :help  :q   :sort rank|cpu|runq|retx|txq|verdict",
+        "  :ranks  :events  :gpus  :flows  :flame  :help  :q   :sort rank|cpu|runq|retx|txq|verdict",
     ));
     lines.push(Line::raw(
         "  :seek +30s | -2m | 12:03:04 | start | end      (replay)",

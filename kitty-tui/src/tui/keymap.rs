@@ -27,6 +27,7 @@ pub enum Action {
     StepForward,
     Faster,
     Slower,
+    Profile,
 }
 
 /// Every action with its config name, default keys and help text, in help order.
@@ -72,6 +73,12 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
         "step_forward",
         &["T"],
         "one frame forward (paused or replay)",
+    ),
+    (
+        Action::Profile,
+        "profile",
+        &["p"],
+        "on-CPU profile of the selected rank (5 s), then its flame graph",
     ),
     (Action::Faster, "faster", &[">", "+"], "replay faster"),
     (Action::Slower, "slower", &["<", "-"], "replay slower"),

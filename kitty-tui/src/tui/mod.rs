@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod draw;
+mod flame;
 pub mod keymap;
 mod netview;
 #[cfg(test)]
@@ -200,6 +201,9 @@ fn event_loop<B: ratatui::backend::Backend>(
                 Err(_) => return Ok(0),
             },
         };
+        if app.poll_profile() {
+            dirty = true;
+        }
         match msg {
             None => {
                 // A replay frame is due.

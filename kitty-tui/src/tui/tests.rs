@@ -370,3 +370,123 @@ fn gpu_panes_show_badges_and_ranks() {
     assert!(detail.contains("1100 / 1980 MHz"));
     insta::assert_snapshot!("gpu_detail", detail);
 }
+
+fn sample_profile() -> kitty_core::profile::Profile {
+    use kitty_core::profile::{Profile, StackSample};
+    let s = |tid: u32, thread: &str, frames: &[&str], count| StackSample {
+        tid,
+        thread: thread.into(),
+        frames: frames.iter().map(|f| f.to_string()).collect(),
+        count,
+    };
+    Profile {
+        pid: 4002,
+        comm: "train.py".into(),
+        frequency_hz: 99,
+        duration_s: 5.0,
+        stacks: vec![
+            s(4002, "train.py", &["main", "train_step", "forward", "matmul"], 300),
+            s(4002, "train.py", &["main", "train_step", "backward"], 120),
+            s(4010, "loader", &["main", "dataloader", "decode_jpeg"], 80),
+            s(4010, "loader", &["main", "dataloader", "read", "vfs_read_[k]"], 20),
+        ],
+        samples: 520,
+        lost_user_stacks: 3,
+        notes: vec!["user stacks are shallow (median depth 1): the binary was probably built without frame pointers".into()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn flame_view_walks_zooms_and_searches() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let key = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
+    let mut app = app_with((0..4).map(|t| frame(t, true, 4)));
+    app.flame = Some(super::flame::Flame::new(sample_profile()));
+    app.view = View::Flame;
+    app.color = false;
+    let text = render(&app, 120, 20);
+    insta::assert_snapshot!("flame_all", text);
+    // Down to main, down to train_step (the largest callee), right to its sibling.
+    for c in [KeyCode::Down, KeyCode::Down, KeyCode::Right] {
+        app.on_key(key(c));
+    }
+    let fl = app.flame.as_ref().unwrap();
+    assert_eq!(fl.tree.nodes[fl.selected].name, "dataloader");
+    app.on_key(key(KeyCode::Enter));
+    let text = render(&app, 120, 20);
+    assert!(
+        text.contains("dataloader") && !text.contains("matmul"),
+        "{text}"
+    );
+    assert!(
+        text.contains("total 19.2 % (100 samples, 100.0 % of the zoom)"),
+        "{text}"
+    );
+    // Search highlights and reports the share of samples.
+    app.on_key(key(KeyCode::Esc)); // zoom out
+    app.on_key(key(KeyCode::Char('/')));
+    for c in "mat".chars() {
+        app.on_key(key(KeyCode::Char(c)));
+    }
+    app.on_key(key(KeyCode::Enter));
+    let text = render(&app, 120, 20);
+    assert!(text.contains("/mat: 57.7 % of samples"), "{text}");
+    // Per thread: the threads become the roots' children.
+    app.on_key(key(KeyCode::Char('t')));
+    insta::assert_snapshot!("flame_per_thread", render(&app, 120, 20));
+    // Esc at the top leaves the view; q still quits from it.
+    app.on_key(key(KeyCode::Esc));
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.view, View::Main);
+}
+
+#[test]
+fn flows_view_lists_top_talkers_with_coverage() {
+    let mut f = frame(1, false, 4);
+    f.sources.insert(
+        "ebpf.flow".into(),
+        SourceStatus {
+            strategy: Some("tp_btf/sock_send_length+sock_recv_length".into()),
+            ..SourceStatus::ok()
+        },
+    );
+    f.host.signals.insert("flow_coverage_pct".into(), 96.0);
+    for (pid, remote, rate) in [(4000, "10.0.0.2:5001", 8e8), (4001, "10.0.0.3:5002", 2e8)] {
+        f.flows.push(FlowFrame {
+            pid,
+            netns: 1,
+            protocol: "tcp".into(),
+            local: "10.0.0.1:40000".into(),
+            remote: remote.into(),
+            tx_bytes: (rate * 10.0) as u64,
+            tx_bytes_per_s: rate,
+            ..Default::default()
+        });
+    }
+    let mut app = app_with([f]);
+    app.run_command("flows");
+    let text = render(&app, 120, 12);
+    assert!(text.contains("coverage of interface bytes 96 %"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn detail_shows_the_run_queue_histogram() {
+    let mut frames: Vec<Frame> = (0..4).map(|t| frame(t, true, 4)).collect();
+    for f in &mut frames {
+        f.ranks[2].histograms.insert(
+            "runq_us".into(),
+            vec![(16.0, 40), (1024.0, 10), (9216.0, 30)],
+        );
+    }
+    let mut app = app_with(frames);
+    app.selected = 2;
+    app.view = View::Detail;
+    let text = render(&app, 160, 45);
+    assert!(text.contains("run-queue latency, this tick"), "{text}");
+    assert!(
+        text.contains("≤16 ms") || text.contains("≤16.4 ms") || text.contains("≤16"),
+        "{text}"
+    );
+}
