@@ -8,7 +8,11 @@ use kitty_core::sources::Roots;
 fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
     let probes = kitty_probe_ebpf::Probes::start();
     let tried = probes.rtt_tried();
-    probes
+    let profiler = match kitty_probe_ebpf::profile::check() {
+        Ok(()) => ("ok", "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".to_string()),
+        Err(e) => ("warn", format!("unavailable: {e}")),
+    };
+    let mut out: Vec<kitty_core::doctor::Check> = probes
         .statuses()
         .into_iter()
         .map(|(name, st)| {
@@ -30,7 +34,13 @@ fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
                 detail,
             }
         })
-        .collect()
+        .collect();
+    out.push(kitty_core::doctor::Check {
+        name: "ebpf.profile".into(),
+        status: profiler.0.into(),
+        detail: profiler.1,
+    });
+    out
 }
 
 pub fn run(c: &Common, json: bool) -> super::Result<i32> {

@@ -14,13 +14,19 @@ pub fn run(
 ) -> super::Result<i32> {
     req.validate()?;
     let stop = super::stop_flag();
-    eprintln!(
-        "kitty-tui: profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
-        req.pid,
-        req.frequency_hz,
-        req.duration.as_secs_f64()
-    );
-    let p = profile::run(req, &stop, |_| {})?;
+    // Said once sampling has begun (a refused profile prints only its error).
+    let mut announced = false;
+    let p = profile::run(req, &stop, |_| {
+        if !announced {
+            announced = true;
+            eprintln!(
+                "kitty-tui: profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
+                req.pid,
+                req.frequency_hz,
+                req.duration.as_secs_f64()
+            );
+        }
+    })?;
     let body = match format {
         ProfileFormat::Folded => p.folded(per_thread).into_bytes(),
         ProfileFormat::Svg => p.svg(per_thread)?,
