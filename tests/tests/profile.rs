@@ -41,20 +41,38 @@ fn folded_and_svg_profiles_of_a_busy_process_name_its_hot_function() {
         assert!(!stack.is_empty());
         total += n.parse::<u64>().expect("a count");
     }
-    assert!(total >= 100, "2 s at 199 Hz of a busy thread: {total} samples");
+    assert!(
+        total >= 100,
+        "2 s at 199 Hz of a busy thread: {total} samples"
+    );
     let hot: u64 = folded
         .lines()
         .filter(|l| l.contains("compute_phase"))
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
-    assert!(hot * 10 >= total * 8, "compute_phase in {hot} of {total}:\n{folded}");
-    assert!(stderr.contains("lost stacks:"), "losses are reported: {stderr}");
+    assert!(
+        hot * 10 >= total * 8,
+        "compute_phase in {hot} of {total}:\n{folded}"
+    );
+    assert!(
+        stderr.contains("lost stacks:"),
+        "losses are reported: {stderr}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("p.svg");
     run_ok(
         Command::new(kitty_bin())
-            .args(["profile", "--pid", &pid.to_string(), "--duration", "1s", "--format", "svg", "-o"])
+            .args([
+                "profile",
+                "--pid",
+                &pid.to_string(),
+                "--duration",
+                "1s",
+                "--format",
+                "svg",
+                "-o",
+            ])
             .arg(&svg),
     );
     let text = std::fs::read_to_string(&svg).unwrap();
@@ -95,8 +113,14 @@ fn a_third_profile_at_once_is_refused_and_bad_requests_say_why() {
     for (args, want) in [
         (vec!["profile"], "needs a target"),
         (vec!["profile", "--pid", "999999999"], "no process"),
-        (vec!["profile", "--pid", "1", "--frequency", "5000"], "frequency"),
-        (vec!["profile", "--pid", "1", "--duration", "2m"], "duration"),
+        (
+            vec!["profile", "--pid", "1", "--frequency", "5000"],
+            "frequency",
+        ),
+        (
+            vec!["profile", "--pid", "1", "--duration", "2m"],
+            "duration",
+        ),
     ] {
         let o = Command::new(kitty_bin()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

@@ -135,6 +135,49 @@ fn demo_flags_the_straggler_and_quits_cleanly() {
 }
 
 #[test]
+fn p_profiles_the_selected_rank_into_a_flame_view() {
+    let _g = serial();
+    if !is_root() {
+        return skip("perf_event BPF needs root");
+    }
+    let cmd = format!(
+        "sh -c '{} demo; echo EXIT=$?; sleep 60'",
+        kitty_bin().display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    t.wait_for(&|s| s.contains("rank 2: run-queue delay"), 25);
+    t.keys(&["p"]);
+    let gauge = t.wait_for(&|s| s.contains("Esc cancels"), 5);
+    assert!(gauge.contains("profiling"), "no gauge:\n{gauge}");
+    let flame = t.wait_for(&|s| s.contains("on-CPU profile · pid"), 15);
+    assert!(flame.contains("samples · 99 Hz"), "no flame view:\n{flame}");
+    assert!(
+        flame.contains("compute_phase"),
+        "the hot frame is drawn:\n{flame}"
+    );
+    // w writes folded + SVG and says where.
+    t.keys(&["w"]);
+    let written = t.wait_for(&|s| s.contains("wrote "), 5);
+    let path = written
+        .split("wrote ")
+        .nth(1)
+        .and_then(|r| r.split(" and ").next())
+        .map(str::trim)
+        .expect("a path")
+        .to_string();
+    let folded = std::fs::read_to_string(&path).expect("the folded file");
+    assert!(folded.contains("compute_phase"));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(std::path::Path::new(&path).with_extension("svg"));
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+}
+
+#[test]
 fn replay_of_a_recording_steps_with_t() {
     let _g = serial();
     let mut procs = Procs::default();

@@ -9,7 +9,10 @@ fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
     let probes = kitty_probe_ebpf::Probes::start();
     let tried = probes.rtt_tried();
     let profiler = match kitty_probe_ebpf::profile::check() {
-        Ok(()) => ("ok", "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".to_string()),
+        Ok(()) => (
+            "ok",
+            "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".to_string(),
+        ),
         Err(e) => ("warn", format!("unavailable: {e}")),
     };
     let mut out: Vec<kitty_core::doctor::Check> = probes
