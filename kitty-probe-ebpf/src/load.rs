@@ -41,6 +41,9 @@ pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf, String
     raise_memlock();
     kernel_btf()?;
     let mut loader = EbpfLoader::new();
+    // Task storage (runq) is used only by the kernel side; aya has no
+    // user-space type for it, which is fine.
+    loader.allow_unsupported_maps();
     for (name, v) in globals {
         loader.override_global(name, v, true);
     }
@@ -123,7 +126,11 @@ pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), 
         .try_into()
         .map_err(|e| reason(&e))?;
     p.load(function, btf).map_err(|e| reason(&e))?;
-    p.attach().map_err(|e| reason(&e))?;
+    if let Err(e) = p.attach() {
+        // Not attached: do not leave it loaded in the kernel either.
+        let _ = p.unload();
+        return Err(reason(&e));
+    }
     Ok(())
 }
 
@@ -134,7 +141,10 @@ pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), 
         .try_into()
         .map_err(|e| reason(&e))?;
     p.load().map_err(|e| reason(&e))?;
-    p.attach(function, 0).map_err(|e| reason(&e))?;
+    if let Err(e) = p.attach(function, 0) {
+        let _ = p.unload();
+        return Err(reason(&e));
+    }
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 
 use crate::hist::{Hist, RawHist};
 use crate::load::{self, objects};
-use crate::watched::WatchedSet;
+use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use kitty_core::frame::Frame;
@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 
 pub struct RunqProbe {
     _ebpf: Ebpf,
-    watched: WatchedSet,
+    watched: SlotFilter,
     hists: BpfHashMap<MapData, u32, RawHist>,
     prev: HashMap<u32, RawHist>,
 }
@@ -27,14 +27,19 @@ impl RunqProbe {
                 ("runq_switch", "sched_switch"),
             ],
         )?;
-        let watched = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
+        let overflow = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
             .map_err(|e| load::reason(&e))?;
+        let slots = aya::maps::Array::try_from(
+            ebpf.take_map("watch_slots")
+                .ok_or("watch_slots map missing")?,
+        )
+        .map_err(|e| load::reason(&e))?;
         let hists =
             BpfHashMap::try_from(ebpf.take_map("runq_hist").ok_or("runq_hist map missing")?)
                 .map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
-            watched: WatchedSet::new(watched),
+            watched: SlotFilter::new(slots, overflow),
             hists,
             prev: HashMap::new(),
         })
@@ -42,9 +47,16 @@ impl RunqProbe {
 
     pub fn enrich(&mut self, frame: &mut Frame) {
         let pids: BTreeSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
-        for gone in self.watched.sync(&pids) {
-            let _ = self.hists.remove(&gone);
-            self.prev.remove(&gone);
+        self.watched.sync(&pids);
+        let gone: Vec<u32> = self
+            .prev
+            .keys()
+            .filter(|p| !pids.contains(p))
+            .copied()
+            .collect();
+        for pid in gone {
+            let _ = self.hists.remove(&pid);
+            self.prev.remove(&pid);
         }
         for r in frame.ranks.iter_mut() {
             let pid = r.key.pid;

@@ -30,3 +30,69 @@ impl WatchedSet {
         gone
     }
 }
+
+/// Must match WATCH_SLOTS / COLLIDED in bpf/runq.bpf.c.
+const WATCH_SLOTS: u32 = 1 << 18;
+const COLLIDED: u32 = u32::MAX;
+
+/// The run-queue probe's filter: an array slot per (tgid mod WATCH_SLOTS)
+/// holding the watched tgid, cheap to check on every context switch; slots
+/// two watched tgids share say COLLIDED and the `watched` hash decides.
+pub struct SlotFilter {
+    slots: aya::maps::Array<MapData, u32>,
+    overflow: BpfHashMap<MapData, u32, u8>,
+    written: std::collections::HashMap<u32, u32>,
+    in_overflow: BTreeSet<u32>,
+}
+
+impl SlotFilter {
+    pub fn new(
+        slots: aya::maps::Array<MapData, u32>,
+        overflow: BpfHashMap<MapData, u32, u8>,
+    ) -> Self {
+        SlotFilter {
+            slots,
+            overflow,
+            written: Default::default(),
+            in_overflow: BTreeSet::new(),
+        }
+    }
+
+    pub fn sync(&mut self, pids: &BTreeSet<u32>) {
+        let mut want: std::collections::HashMap<u32, u32> = Default::default();
+        let mut collided = BTreeSet::new();
+        for &pid in pids {
+            let slot = pid & (WATCH_SLOTS - 1);
+            match want.get(&slot) {
+                None => {
+                    want.insert(slot, pid);
+                }
+                Some(&other) => {
+                    if other != COLLIDED {
+                        collided.insert(other);
+                    }
+                    collided.insert(pid);
+                    want.insert(slot, COLLIDED);
+                }
+            }
+        }
+        for pid in collided.difference(&self.in_overflow) {
+            let _ = self.overflow.insert(pid, 1u8, 0);
+        }
+        for pid in self.in_overflow.difference(&collided) {
+            let _ = self.overflow.remove(pid);
+        }
+        self.in_overflow = collided;
+        for (slot, v) in &want {
+            if self.written.get(slot) != Some(v) {
+                let _ = self.slots.set(*slot, *v, 0);
+            }
+        }
+        for slot in self.written.keys() {
+            if !want.contains_key(slot) {
+                let _ = self.slots.set(*slot, 0, 0);
+            }
+        }
+        self.written = want;
+    }
+}

@@ -52,23 +52,24 @@ static __always_inline void account(struct sock *sk, int len, int flags, bool tx
 		return;
 	struct flow_key k;
 	__builtin_memset(&k, 0, sizeof(k));
-	k.family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	/* Direct loads: tp_btf hands us a BTF-typed socket pointer. */
+	k.family = sk->__sk_common.skc_family;
 	if (k.family == AF_INET) {
-		u32 a = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		u32 a = sk->__sk_common.skc_rcv_saddr;
 		__builtin_memcpy(k.laddr, &a, 4);
-		a = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		a = sk->__sk_common.skc_daddr;
 		__builtin_memcpy(k.raddr, &a, 4);
 	} else if (k.family == AF_INET6) {
-		BPF_CORE_READ_INTO(&k.laddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&k.raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		__builtin_memcpy(k.laddr, sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(k.raddr, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
 	} else {
 		return;
 	}
 	k.tgid = bpf_get_current_pid_tgid() >> 32;
-	k.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	k.protocol = BPF_CORE_READ(sk, sk_protocol);
-	k.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	k.rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	k.netns = sk->__sk_common.skc_net.net->ns.inum;
+	k.protocol = sk->sk_protocol;
+	k.lport = sk->__sk_common.skc_num;
+	k.rport = __builtin_bswap16(sk->__sk_common.skc_dport);
 	struct flow_bytes *v = bpf_map_lookup_elem(&flows, &k);
 	if (!v) {
 		struct flow_bytes init = {};

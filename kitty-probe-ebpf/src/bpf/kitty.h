@@ -29,7 +29,7 @@ struct pt_regs {
 
 struct ns_common { unsigned int inum; } PRESERVE;
 struct net { struct ns_common ns; } PRESERVE;
-typedef struct { struct net *net; } possible_net_t;
+typedef struct { struct net *net; } PRESERVE possible_net_t;
 
 struct in6_addr { union { __u8 u6_addr8[16]; } in6_u; } PRESERVE;
 

@@ -44,6 +44,27 @@ static __always_inline int sock_key_of(struct sock *sk, struct sock_key *k)
 	return 0;
 }
 
+/* The same key read with direct loads: fentry and tp_btf programs get
+ * BTF-typed pointers, which the verifier lets us dereference without a
+ * probe_read helper call per field (the hot path: once per ACK). */
+static __always_inline int sock_key_btf(struct sock *sk, struct sock_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = sk->__sk_common.skc_family;
+	k->netns = sk->__sk_common.skc_net.net->ns.inum;
+	k->lport = sk->__sk_common.skc_num;
+	k->rport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	if (k->family == AF_INET) {
+		u32 a = sk->__sk_common.skc_daddr;
+		__builtin_memcpy(k->raddr, &a, 4);
+	} else if (k->family == AF_INET6) {
+		__builtin_memcpy(k->raddr, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
 static __always_inline struct hist *hist_for(struct sock_key *k)
 {
 	struct hist *h = bpf_map_lookup_elem(&rtt_hist, k);
@@ -54,21 +75,35 @@ static __always_inline struct hist *hist_for(struct sock_key *k)
 	return bpf_map_lookup_elem(&rtt_hist, k);
 }
 
+static __always_inline void add_sample(struct sock_key *k, long rtt_us)
+{
+	struct hist *h = hist_for(k);
+	if (h)
+		hist_add(h, (u32)rtt_us);
+}
+
+/* kprobes get plain integers: read the socket with probe_read (CO-RE). */
 static __always_inline void record(struct sock *sk, long rtt_us)
 {
 	struct sock_key k;
 	if (rtt_us <= 0 || sock_key_of(sk, &k))
 		return;
-	struct hist *h = hist_for(&k);
-	if (h)
-		hist_add(h, (u32)rtt_us);
+	add_sample(&k, rtt_us);
+}
+
+static __always_inline void record_btf(struct sock *sk, long rtt_us)
+{
+	struct sock_key k;
+	if (rtt_us <= 0 || sock_key_btf(sk, &k))
+		return;
+	add_sample(&k, rtt_us);
 }
 
 /* tcp_rtt_estimator(sk, mrtt_us): the seed's hook; inlined on some kernels. */
 SEC("fentry/tcp_rtt_estimator")
 int BPF_PROG(fentry_rtt_estimator, struct sock *sk, long mrtt_us)
 {
-	record(sk, mrtt_us);
+	record_btf(sk, mrtt_us);
 	return 0;
 }
 
@@ -85,7 +120,7 @@ SEC("fentry/tcp_ack_update_rtt")
 int BPF_PROG(fentry_ack_update_rtt, struct sock *sk, int flag, long seq_rtt_us,
 	     long sack_rtt_us)
 {
-	record(sk, seq_rtt_us > 0 ? seq_rtt_us : sack_rtt_us);
+	record_btf(sk, seq_rtt_us > 0 ? seq_rtt_us : sack_rtt_us);
 	return 0;
 }
 
@@ -103,11 +138,13 @@ int BPF_KPROBE(kprobe_ack_update_rtt, struct sock *sk, int flag, long seq_rtt_us
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(tp_tcp_probe, struct sock *sk, const struct __sk_buff *skb)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	u64 stamp = BPF_CORE_READ(tp, rack.mstamp);
-	u32 rtt = BPF_CORE_READ(tp, rack.rtt_us);
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	u64 stamp = tp->rack.mstamp;
+	u32 rtt = tp->rack.rtt_us;
 	struct sock_key k;
-	if (!rtt || sock_key_of(sk, &k))
+	if (!rtt || sock_key_btf(sk, &k))
 		return 0;
 	struct hist *h = hist_for(&k);
 	if (!h || h->last_stamp == stamp)

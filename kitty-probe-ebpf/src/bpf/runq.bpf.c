@@ -1,14 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Run-queue latency of the watched processes: the time from a thread
  * becoming runnable (woken, or preempted while still runnable) to it running.
- * Only tgids in `watched` are timed; the user side keeps that map in step
- * with discovery. One histogram per tgid. */
+ * Only watched tgids are timed; the user side keeps the filter in step with
+ * discovery. One histogram per tgid. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* The filter, on the hot path of every wakeup and switch on the node: an
+ * array slot per (tgid mod WATCH_SLOTS) holding the watched tgid (an array
+ * lookup is inlined by the verifier: no hashing). Two watched tgids in one
+ * slot mark it COLLIDED, and `watched` (a hash) decides for that slot. */
+#define WATCH_SLOTS (1 << 18)
+#define COLLIDED 0xffffffff
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WATCH_SLOTS);
+	__type(key, u32);
+	__type(value, u32);
+} watch_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -17,12 +31,24 @@ struct {
 	__type(value, u8);
 } watched SEC(".maps");
 
+/* When each thread became runnable: per-task storage, no lookup by tid. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u32);   /* tid */
-	__type(value, u64); /* ktime when it became runnable */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, u64);
 } enqueued SEC(".maps");
+
+static __always_inline bool is_watched(u32 tgid)
+{
+	u32 slot = tgid & (WATCH_SLOTS - 1);
+	u32 *v = bpf_map_lookup_elem(&watch_slots, &slot);
+	if (!v || *v == 0)
+		return false;
+	if (*v == COLLIDED)
+		return bpf_map_lookup_elem(&watched, &tgid) != NULL;
+	return *v == tgid;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -34,18 +60,17 @@ struct {
 
 static __always_inline void mark_runnable(struct task_struct *p)
 {
-	u32 tgid = BPF_CORE_READ(p, tgid);
-	if (!bpf_map_lookup_elem(&watched, &tgid))
+	if (!is_watched(p->tgid))
 		return;
-	u32 tid = BPF_CORE_READ(p, pid);
-	u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&enqueued, &tid, &now, BPF_ANY);
+	u64 *ts = bpf_task_storage_get(&enqueued, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (ts)
+		*ts = bpf_ktime_get_ns();
 }
 
 static __always_inline long task_state(struct task_struct *p)
 {
 	if (bpf_core_field_exists(p->__state))
-		return BPF_CORE_READ(p, __state);
+		return p->__state;
 	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
 }
 
@@ -70,13 +95,14 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	if (task_state(prev) == TASK_RUNNING)
 		mark_runnable(prev);
 
-	u32 tid = BPF_CORE_READ(next, pid);
-	u64 *since = bpf_map_lookup_elem(&enqueued, &tid);
-	if (!since)
+	u32 tgid = next->tgid;
+	if (!is_watched(tgid))
+		return 0;
+	u64 *since = bpf_task_storage_get(&enqueued, next, 0, 0);
+	if (!since || !*since)
 		return 0;
 	u64 delta_us = (bpf_ktime_get_ns() - *since) / 1000;
-	bpf_map_delete_elem(&enqueued, &tid);
-	u32 tgid = BPF_CORE_READ(next, tgid);
+	*since = 0;
 	struct hist *h = bpf_map_lookup_elem(&runq_hist, &tgid);
 	if (!h) {
 		static const struct hist zero = {};
