@@ -212,7 +212,7 @@ fn delay_loss_and_throttle_on_one_link_flag_that_rank_only() {
     assert!(od < ob / 4.0, "out segs did not collapse: {ob} -> {od}");
     assert!(oa > ob / 2.0, "out segs did not recover: {od} -> {oa}");
     assert!(
-        qd > 256_000.0 && qd > 4.0 * qb.max(1.0),
+        qd > 1_000_000.0 && qd > 2.0 * qb.max(1.0),
         "tx queue {qb} -> {qd}"
     );
     assert!(qa < qd / 3.0, "tx queue did not drain: {qd} -> {qa}");
