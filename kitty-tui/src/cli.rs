@@ -10,12 +10,17 @@ use std::path::PathBuf;
     about = "Live straggler triage for distributed GPU training jobs",
     long_about = "Live straggler triage for distributed GPU training jobs.\n\n\
         Watches processes with KITTY_WATCH=1 in their environment (or --pid), compares each \
-        rank with its peers and explains the outliers. Without a subcommand, opens the live TUI.",
+        rank with its peers and explains the outliers: CPU (schedstat, eBPF run-queue latency), \
+        network (sock_diag tcp_info, eBPF raw RTT and flows), GPU (NVML), host. As root the eBPF \
+        probes load (--no-ebpf to skip) and `p` profiles a rank on-CPU. Without a subcommand, \
+        opens the live TUI.",
     after_help = "Examples:\n  sudo kitty-tui                    live view of this node\n  \
         kitty-tui demo                    a local 4-rank job with a CPU straggler\n  \
         sudo kitty-tui record -o run.kitty --duration 10m\n  \
         kitty-tui replay run.kitty\n  \
-        sudo kitty-tui snapshot --json --duration 5s | jq .verdicts"
+        sudo kitty-tui snapshot --json --duration 5s | jq .verdicts\n  \
+        sudo kitty-tui demo --straggler net-delay    50 ms on one rank's link\n  \
+        sudo kitty-tui profile --pid 4242 --format svg -o rank3.svg"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -35,7 +40,7 @@ pub struct Common {
     /// Where the host's /proc is (e.g. /host/proc under kubectl debug).
     #[arg(long, global = true, default_value = "/proc", value_name = "DIR")]
     pub proc_root: PathBuf,
-    /// Also watch this pid (repeatable).
+    /// Also watch this pid (repeatable); for `profile`, the process to profile.
     #[arg(long = "pid", global = true, value_name = "PID")]
     pub pids: Vec<u32>,
     /// Environment marker of watched processes.
