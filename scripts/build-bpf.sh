@@ -1,7 +1,8 @@
 #!/bin/sh
 # Rebuilds every BPF object from its C source with the pinned clang, so that
 # `cargo build` needs no clang. Reproducible: compiled from each source's own
-# directory with relative names, DWARF stripped, BTF (needed for CO-RE) kept.
+# directory with the checkout's path mapped away, DWARF stripped, BTF
+# (needed for CO-RE) kept.
 # `--check` rebuilds into a temporary directory and fails if a committed
 # object differs from what its source gives.
 set -eu
@@ -17,7 +18,9 @@ for src in "$root"/kitty-probe-ebpf/src/bpf/*.bpf.c "$root"/tests/faultlab/src/b
     name=$(basename "$src" .c)
     out="$dir/$name.o"
     tmp=$(mktemp)
+    # BTF line info records source paths: map the checkout's own away.
     (cd "$dir" && "$CLANG" -O2 -g -target bpf -D__TARGET_ARCH_$arch \
+        -ffile-prefix-map="$dir"=. -fdebug-compilation-dir=. \
         -I/usr/include/$(uname -m)-linux-gnu -c "$name.c" -o "$tmp")
     "$STRIP" -g "$tmp"
     if [ $check = 1 ]; then
