@@ -9,7 +9,7 @@ use crate::load::{self, objects};
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use kitty_core::frame::Frame;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 /// Must match `struct sock_key` in bpf/rtt.bpf.c.
@@ -63,6 +63,9 @@ const STRATEGIES: &[(&str, &str, &str)] = &[
 pub struct RttProbe {
     _ebpf: Ebpf,
     map: BpfHashMap<MapData, SockKey, RawHist>,
+    /// The kernel's port filter, and the ports set in it.
+    ports: aya::maps::Array<MapData, u8>,
+    ports_set: HashSet<u16>,
     pub strategy: String,
     /// Why the better strategies did not attach.
     pub tried: Vec<String>,
@@ -100,9 +103,16 @@ impl RttProbe {
             strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
         let map = BpfHashMap::try_from(ebpf.take_map("rtt_hist").ok_or("rtt_hist map missing")?)
             .map_err(|e| load::reason(&e))?;
+        let ports = aya::maps::Array::try_from(
+            ebpf.take_map("watched_ports")
+                .ok_or("watched_ports map missing")?,
+        )
+        .map_err(|e| load::reason(&e))?;
         Ok(RttProbe {
             _ebpf: ebpf,
             map,
+            ports,
+            ports_set: HashSet::new(),
             strategy,
             tried,
             prev: HashMap::new(),
@@ -110,7 +120,27 @@ impl RttProbe {
         })
     }
 
+    /// Keeps the kernel's port filter equal to the watched sockets' ports.
+    fn sync_ports(&mut self, frame: &Frame) {
+        let want: HashSet<u16> = frame
+            .ranks
+            .iter()
+            .flat_map(|r| r.sockets.iter())
+            .filter_map(|s| s.local.parse::<SocketAddr>().ok())
+            .map(|a| a.port())
+            .filter(|p| *p != 0)
+            .collect();
+        for p in want.difference(&self.ports_set) {
+            let _ = self.ports.set(*p as u32, 1, 0);
+        }
+        for p in self.ports_set.difference(&want) {
+            let _ = self.ports.set(*p as u32, 0, 0);
+        }
+        self.ports_set = want;
+    }
+
     pub fn enrich(&mut self, frame: &mut Frame) {
+        self.sync_ports(frame);
         let mut prev = std::mem::take(&mut self.prev);
         // Per rank: the interval's histogram over its own connections.
         let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];

@@ -26,6 +26,24 @@ struct {
 	__type(value, struct hist);
 } rtt_hist SEC(".maps");
 
+/* Local ports of the watched ranks' sockets (the user side sets them from
+ * the socket inventory each tick): every other socket on the node leaves
+ * after one inlined array lookup. A port may match in another namespace too;
+ * that costs a little time, never a wrong number (the user side reads only
+ * the watched sockets' keys). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u8);
+} watched_ports SEC(".maps");
+
+static __always_inline bool port_watched(u32 port)
+{
+	u8 *w = bpf_map_lookup_elem(&watched_ports, &port);
+	return w && *w;
+}
+
 static __always_inline int sock_key_of(struct sock *sk, struct sock_key *k)
 {
 	__builtin_memset(k, 0, sizeof(*k));
@@ -86,7 +104,8 @@ static __always_inline void add_sample(struct sock_key *k, long rtt_us)
 static __always_inline void record(struct sock *sk, long rtt_us)
 {
 	struct sock_key k;
-	if (rtt_us <= 0 || sock_key_of(sk, &k))
+	if (rtt_us <= 0 || !port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)) ||
+	    sock_key_of(sk, &k))
 		return;
 	add_sample(&k, rtt_us);
 }
@@ -94,7 +113,7 @@ static __always_inline void record(struct sock *sk, long rtt_us)
 static __always_inline void record_btf(struct sock *sk, long rtt_us)
 {
 	struct sock_key k;
-	if (rtt_us <= 0 || sock_key_btf(sk, &k))
+	if (rtt_us <= 0 || !port_watched(sk->__sk_common.skc_num) || sock_key_btf(sk, &k))
 		return;
 	add_sample(&k, rtt_us);
 }
@@ -138,6 +157,8 @@ int BPF_KPROBE(kprobe_ack_update_rtt, struct sock *sk, int flag, long seq_rtt_us
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(tp_tcp_probe, struct sock *sk, const struct __sk_buff *skb)
 {
+	if (!port_watched(sk->__sk_common.skc_num))
+		return 0;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
