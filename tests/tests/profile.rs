@@ -127,3 +127,50 @@ fn a_third_profile_at_once_is_refused_and_bad_requests_say_why() {
         assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
     }
 }
+
+fn profile_programs() -> usize {
+    let out = run_ok(Command::new("bpftool").args(["prog", "list", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "profile_cpu")
+        .count()
+}
+
+#[test]
+fn the_profiler_is_released_when_the_profile_ends_and_when_kitty_is_killed() {
+    let _g = serial();
+    if !is_root() {
+        return skip("perf_event BPF needs root");
+    }
+    if Command::new("bpftool").arg("version").output().is_err() {
+        return skip("bpftool is not installed");
+    }
+    let mut procs = Procs::default();
+    let pid = hog(&mut procs).to_string();
+    // Ends normally: nothing left once it has exited (the kernel frees it shortly after).
+    run_ok(
+        Command::new(kitty_bin())
+            .args(["profile", "--pid", &pid, "--duration", "1s"])
+            .stdout(Stdio::null()),
+    );
+    assert!(wait_until(10, || (profile_programs() == 0).then_some(())).is_some());
+    // Killed mid-profile: the same.
+    let mut p = Command::new(kitty_bin())
+        .args(["profile", "--pid", &pid, "--duration", "30s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(10, || (profile_programs() > 0).then_some(())).is_some(),
+        "the profiler never loaded"
+    );
+    p.kill().unwrap();
+    p.wait().unwrap();
+    assert!(
+        wait_until(10, || (profile_programs() == 0).then_some(())).is_some(),
+        "left loaded after kill -9"
+    );
+}
