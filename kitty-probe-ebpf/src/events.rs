@@ -3,7 +3,7 @@
 
 use crate::load::{self, objects};
 use crate::watched::WatchedSet;
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{MapData, PerCpuArray, RingBuf};
 use aya::Ebpf;
 use kitty_core::frame::{Event, EventKind, Frame};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -95,12 +95,9 @@ impl EventsProbe {
                 ("ev_exec", "sched_process_exec"),
             ],
         )?;
-        let ring = RingBuf::try_from(ebpf.take_map("events").ok_or("events map missing")?)
-            .map_err(|e| load::reason(&e))?;
-        let watched = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
-            .map_err(|e| load::reason(&e))?;
-        let counts = PerCpuArray::try_from(ebpf.take_map("counts").ok_or("counts map missing")?)
-            .map_err(|e| load::reason(&e))?;
+        let ring = load::take_map(&mut ebpf, "events")?;
+        let watched = load::take_map(&mut ebpf, "watched")?;
+        let counts = load::take_map(&mut ebpf, "counts")?;
         Ok(EventsProbe {
             _ebpf: ebpf,
             ring,

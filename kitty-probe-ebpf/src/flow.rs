@@ -92,10 +92,8 @@ impl FlowProbe {
                 ("flow_state", "inet_sock_set_state"),
             ],
         )?;
-        let flows = PerCpuHashMap::try_from(ebpf.take_map("flows").ok_or("flows map missing")?)
-            .map_err(|e| load::reason(&e))?;
-        let closed = PerCpuArray::try_from(ebpf.take_map("closed").ok_or("closed map missing")?)
-            .map_err(|e| load::reason(&e))?;
+        let flows = load::take_map(&mut ebpf, "flows")?;
+        let closed = load::take_map(&mut ebpf, "closed")?;
         Ok(FlowProbe {
             _ebpf: ebpf,
             flows,

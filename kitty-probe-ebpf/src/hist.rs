@@ -1,6 +1,7 @@
 //! The kernel's log-linear latency histogram (see `bpf/kitty.h`), read back:
 //! bucket bounds, per-tick differences of the cumulative counts, merging, and
-//! percentiles interpolated inside a bucket.
+//! percentiles interpolated inside a bucket (checked against hdrhistogram
+//! in the tests).
 
 /// Must match HIST_SUB_BITS / HIST_BUCKETS in bpf/kitty.h.
 pub const SUB_BITS: u32 = 3;
@@ -158,23 +159,24 @@ impl Hist {
             .map(|(i, &c)| (bucket_bounds(i).1, c))
             .collect()
     }
-
-    /// Every sample into an hdrhistogram, at its bucket's midpoint.
-    pub fn to_hdr(&self) -> hdrhistogram::Histogram<u64> {
-        let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures");
-        for (i, &c) in self.buckets.iter().enumerate() {
-            if c > 0 {
-                let (lo, hi) = bucket_bounds(i);
-                let _ = h.record_n(((lo + hi) / 2.0) as u64, c);
-            }
-        }
-        h
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every sample into an hdrhistogram, at its bucket's midpoint: an
+    /// independent quantile implementation to check ours against.
+    fn to_hdr(h: &Hist) -> hdrhistogram::Histogram<u64> {
+        let mut out = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures");
+        for (i, &c) in h.buckets.iter().enumerate() {
+            if c > 0 {
+                let (lo, hi) = bucket_bounds(i);
+                let _ = out.record_n(((lo + hi) / 2.0) as u64, c);
+            }
+        }
+        out
+    }
 
     #[test]
     fn every_value_falls_inside_its_bucket() {
@@ -235,7 +237,7 @@ mod tests {
         for v in [10u32, 100, 1000, 10_000, 100_000] {
             h.buckets[bucket_of(v)] += 20;
         }
-        let hdr = h.to_hdr();
+        let hdr = to_hdr(&h);
         let ours = h.quantile(0.99).unwrap();
         let theirs = hdr.value_at_quantile(0.99) as f64;
         assert!((ours - theirs).abs() / theirs < 0.1, "{ours} vs {theirs}");

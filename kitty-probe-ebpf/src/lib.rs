@@ -22,21 +22,30 @@ pub struct Probes {
     runq: Result<runq::RunqProbe, String>,
     flow: Result<flow::FlowProbe, String>,
     events: Result<events::EventsProbe, String>,
+    /// Fixed once the probes have loaded: put in every frame.
+    statuses: Vec<(String, SourceStatus)>,
 }
 
 impl Probes {
     /// Loads and attaches every probe; failures are kept as reasons.
     pub fn start() -> Probes {
-        Probes {
+        let mut p = Probes {
             rtt: rtt::RttProbe::start(),
             runq: runq::RunqProbe::start(),
             flow: flow::FlowProbe::start(),
             events: events::EventsProbe::start(),
-        }
+            statuses: Vec::new(),
+        };
+        p.statuses = p.compute_statuses();
+        p
     }
 
     /// Source status per probe, as `doctor` and the header show them.
-    pub fn statuses(&self) -> Vec<(String, SourceStatus)> {
+    pub fn statuses(&self) -> &[(String, SourceStatus)] {
+        &self.statuses
+    }
+
+    fn compute_statuses(&self) -> Vec<(String, SourceStatus)> {
         fn st<T>(r: &Result<T, String>, strategy: Option<String>) -> SourceStatus {
             match r {
                 Ok(_) => SourceStatus {
@@ -93,8 +102,8 @@ impl Enricher for Probes {
         if let Ok(p) = &mut self.events {
             p.enrich(frame);
         }
-        for (name, status) in self.statuses() {
-            frame.sources.insert(name, status);
+        for (name, status) in &self.statuses {
+            frame.sources.insert(name.clone(), status.clone());
         }
     }
 }

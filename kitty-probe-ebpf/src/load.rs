@@ -105,14 +105,32 @@ fn raw_reason(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Takes a map out of the object as its typed aya view.
+pub fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, String>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| format!("map {name} missing from the object"))?;
+    T::try_from(map).map_err(|e| reason(&e))
+}
+
+/// A program of the object, as its kind (not yet loaded).
+pub fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the object"))?
+        .try_into()
+        .map_err(|e| reason(&e))
+}
+
 /// Loads and attaches a tp_btf program by its function name.
 pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<(), String> {
     let btf = kernel_btf()?;
-    let p: &mut BtfTracePoint = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the object"))?
-        .try_into()
-        .map_err(|e| reason(&e))?;
+    let p: &mut BtfTracePoint = program(ebpf, prog)?;
     p.load(tracepoint, btf).map_err(|e| reason(&e))?;
     p.attach().map_err(|e| reason(&e))?;
     Ok(())
@@ -120,11 +138,7 @@ pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<()
 
 pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
     let btf = kernel_btf()?;
-    let p: &mut FEntry = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the object"))?
-        .try_into()
-        .map_err(|e| reason(&e))?;
+    let p: &mut FEntry = program(ebpf, prog)?;
     p.load(function, btf).map_err(|e| reason(&e))?;
     if let Err(e) = p.attach() {
         // Not attached: do not leave it loaded in the kernel either.
@@ -135,11 +149,7 @@ pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), 
 }
 
 pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
-    let p: &mut KProbe = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the object"))?
-        .try_into()
-        .map_err(|e| reason(&e))?;
+    let p: &mut KProbe = program(ebpf, prog)?;
     p.load().map_err(|e| reason(&e))?;
     if let Err(e) = p.attach(function, 0) {
         let _ = p.unload();

@@ -97,23 +97,27 @@ struct SampleKey {
 // SAFETY: repr(C) plain data without padding.
 unsafe impl aya::Pod for SampleKey {}
 
+/// Loads the sampler for `tgid` (0: samples nothing) and attaches it to the
+/// cpu-clock of `cpus` at `hz`.
+fn start_sampler(tgid: u32, cpus: &[u32], hz: u64) -> Result<aya::Ebpf, String> {
+    let mut ebpf = load::load_object(objects::PROFILE, &[("target_tgid", tgid as u64)])?;
+    let prog: &mut PerfEvent = load::program(&mut ebpf, "profile_cpu")?;
+    prog.load().map_err(|e| load::reason(&e))?;
+    for &cpu in cpus {
+        prog.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(hz),
+            false,
+        )
+        .map_err(|e| format!("perf_event BPF not permitted here: {}", load::reason(&e)))?;
+    }
+    Ok(ebpf)
+}
+
 /// Can this node run the profiler at all? (`doctor`, and the view's reason.)
 pub fn check() -> Result<(), String> {
-    let mut ebpf = load::load_object(objects::PROFILE, &[])?;
-    let prog: &mut PerfEvent = ebpf
-        .program_mut("profile_cpu")
-        .ok_or("program profile_cpu missing")?
-        .try_into()
-        .map_err(|e| load::reason(&e))?;
-    prog.load().map_err(|e| load::reason(&e))?;
-    prog.attach(
-        PerfEventConfig::Software(SoftwareEvent::CpuClock),
-        PerfEventScope::AllProcessesOneCpu { cpu: 0 },
-        SamplePolicy::Frequency(1),
-        false,
-    )
-    .map_err(|e| format!("perf_event BPF not permitted here: {}", load::reason(&e)))?;
-    Ok(())
+    start_sampler(0, &[0], 1).map(drop)
 }
 
 /// Samples `req.pid`; `progress` gets the elapsed fraction; `cancel` stops early
@@ -135,25 +139,8 @@ pub fn run(
     ))));
     let maps = read_maps(req.pid);
 
-    let mut ebpf = load::load_object(objects::PROFILE, &[("target_tgid", req.pid as u64)])?;
     let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
-    {
-        let prog: &mut PerfEvent = ebpf
-            .program_mut("profile_cpu")
-            .ok_or("program profile_cpu missing")?
-            .try_into()
-            .map_err(|e| load::reason(&e))?;
-        prog.load().map_err(|e| load::reason(&e))?;
-        for cpu in cpus {
-            prog.attach(
-                PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                PerfEventScope::AllProcessesOneCpu { cpu },
-                SamplePolicy::Frequency(req.frequency_hz),
-                false,
-            )
-            .map_err(|e| format!("perf_event BPF not permitted here: {}", load::reason(&e)))?;
-        }
-    }
+    let mut ebpf = start_sampler(req.pid, &cpus, req.frequency_hz)?;
     let start = Instant::now();
     let mut exited = false;
     while start.elapsed() < req.duration && !cancel.load(Ordering::SeqCst) {
@@ -166,19 +153,10 @@ pub fn run(
     }
     let elapsed = start.elapsed().as_secs_f64();
     // Detach before reading: the maps stop changing.
-    if let Some(p) = ebpf.program_mut("profile_cpu") {
-        let p: &mut PerfEvent = p.try_into().map_err(|e| load::reason(&e))?;
-        let _ = p.unload();
-    }
-    let samples: BpfHashMap<MapData, SampleKey, u64> =
-        BpfHashMap::try_from(ebpf.take_map("samples").ok_or("samples map missing")?)
-            .map_err(|e| load::reason(&e))?;
-    let stacks: StackTraceMap<MapData> =
-        StackTraceMap::try_from(ebpf.take_map("stacks").ok_or("stacks map missing")?)
-            .map_err(|e| load::reason(&e))?;
-    let counters: PerCpuArray<MapData, u64> =
-        PerCpuArray::try_from(ebpf.take_map("counters").ok_or("counters map missing")?)
-            .map_err(|e| load::reason(&e))?;
+    let _ = load::program::<PerfEvent>(&mut ebpf, "profile_cpu")?.unload();
+    let samples: BpfHashMap<MapData, SampleKey, u64> = load::take_map(&mut ebpf, "samples")?;
+    let stacks: StackTraceMap<MapData> = load::take_map(&mut ebpf, "stacks")?;
+    let counters: PerCpuArray<MapData, u64> = load::take_map(&mut ebpf, "counters")?;
     let count = |i: u32| {
         counters
             .get(&i, 0)

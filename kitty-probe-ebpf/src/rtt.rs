@@ -101,13 +101,8 @@ impl RttProbe {
         }
         let strategy =
             strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
-        let map = BpfHashMap::try_from(ebpf.take_map("rtt_hist").ok_or("rtt_hist map missing")?)
-            .map_err(|e| load::reason(&e))?;
-        let ports = aya::maps::Array::try_from(
-            ebpf.take_map("watched_ports")
-                .ok_or("watched_ports map missing")?,
-        )
-        .map_err(|e| load::reason(&e))?;
+        let map = load::take_map(&mut ebpf, "rtt_hist")?;
+        let ports = load::take_map(&mut ebpf, "watched_ports")?;
         Ok(RttProbe {
             _ebpf: ebpf,
             map,
@@ -121,15 +116,7 @@ impl RttProbe {
     }
 
     /// Keeps the kernel's port filter equal to the watched sockets' ports.
-    fn sync_ports(&mut self, frame: &Frame) {
-        let want: HashSet<u16> = frame
-            .ranks
-            .iter()
-            .flat_map(|r| r.sockets.iter())
-            .filter_map(|s| s.local.parse::<SocketAddr>().ok())
-            .map(|a| a.port())
-            .filter(|p| *p != 0)
-            .collect();
+    fn sync_ports(&mut self, want: HashSet<u16>) {
         for p in want.difference(&self.ports_set) {
             let _ = self.ports.set(*p as u32, 1, 0);
         }
@@ -140,8 +127,9 @@ impl RttProbe {
     }
 
     pub fn enrich(&mut self, frame: &mut Frame) {
-        self.sync_ports(frame);
-        let mut prev = std::mem::take(&mut self.prev);
+        // Last tick's readings; only the sockets seen now are kept for the next.
+        let prev = std::mem::take(&mut self.prev);
+        let mut ports = HashSet::new();
         // Per rank: the interval's histogram over its own connections.
         let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];
         for (i, r) in frame.ranks.iter_mut().enumerate() {
@@ -156,6 +144,7 @@ impl RttProbe {
                 if remote.port() == 0 {
                     continue;
                 }
+                ports.insert(local.port());
                 let key = SockKey::new(ns, &local, &remote);
                 let Ok(raw) = self.map.get(&key, 0) else {
                     continue;
@@ -168,7 +157,7 @@ impl RttProbe {
                 own[i].merge(&d);
             }
         }
-        prev.clear();
+        self.sync_ports(ports);
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let h = &own[i];
             let pid = r.key.pid;

@@ -27,16 +27,9 @@ impl RunqProbe {
                 ("runq_switch", "sched_switch"),
             ],
         )?;
-        let overflow = BpfHashMap::try_from(ebpf.take_map("watched").ok_or("watched map missing")?)
-            .map_err(|e| load::reason(&e))?;
-        let slots = aya::maps::Array::try_from(
-            ebpf.take_map("watch_slots")
-                .ok_or("watch_slots map missing")?,
-        )
-        .map_err(|e| load::reason(&e))?;
-        let hists =
-            BpfHashMap::try_from(ebpf.take_map("runq_hist").ok_or("runq_hist map missing")?)
-                .map_err(|e| load::reason(&e))?;
+        let overflow = load::take_map(&mut ebpf, "watched")?;
+        let slots = load::take_map(&mut ebpf, "watch_slots")?;
+        let hists = load::take_map(&mut ebpf, "runq_hist")?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched: SlotFilter::new(slots, overflow),

@@ -17,17 +17,15 @@ impl WatchedSet {
         }
     }
 
-    /// Adds the new pids and removes the gone ones; returns the removed.
-    pub fn sync(&mut self, pids: &BTreeSet<u32>) -> Vec<u32> {
+    /// Adds the new pids and removes the gone ones.
+    pub fn sync(&mut self, pids: &BTreeSet<u32>) {
         for pid in pids.difference(&self.current) {
             let _ = self.map.insert(pid, 1u8, 0);
         }
-        let gone: Vec<u32> = self.current.difference(pids).copied().collect();
-        for pid in &gone {
+        for pid in self.current.difference(pids) {
             let _ = self.map.remove(pid);
         }
         self.current = pids.clone();
-        gone
     }
 }
 
@@ -40,9 +38,9 @@ const COLLIDED: u32 = u32::MAX;
 /// two watched tgids share say COLLIDED and the `watched` hash decides.
 pub struct SlotFilter {
     slots: aya::maps::Array<MapData, u32>,
-    overflow: BpfHashMap<MapData, u32, u8>,
+    /// The tgids of colliding slots.
+    overflow: WatchedSet,
     written: std::collections::HashMap<u32, u32>,
-    in_overflow: BTreeSet<u32>,
 }
 
 impl SlotFilter {
@@ -52,9 +50,8 @@ impl SlotFilter {
     ) -> Self {
         SlotFilter {
             slots,
-            overflow,
+            overflow: WatchedSet::new(overflow),
             written: Default::default(),
-            in_overflow: BTreeSet::new(),
         }
     }
 
@@ -76,13 +73,7 @@ impl SlotFilter {
                 }
             }
         }
-        for pid in collided.difference(&self.in_overflow) {
-            let _ = self.overflow.insert(pid, 1u8, 0);
-        }
-        for pid in self.in_overflow.difference(&collided) {
-            let _ = self.overflow.remove(pid);
-        }
-        self.in_overflow = collided;
+        self.overflow.sync(&collided);
         for (slot, v) in &want {
             if self.written.get(slot) != Some(v) {
                 let _ = self.slots.set(*slot, *v, 0);

@@ -17,7 +17,8 @@ fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
     };
     let mut out: Vec<kitty_core::doctor::Check> = probes
         .statuses()
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|(name, st)| {
             let ok = st.is_ok();
             let mut detail = if ok {
