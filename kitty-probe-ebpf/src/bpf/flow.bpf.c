@@ -53,18 +53,9 @@ static __always_inline void account(struct sock *sk, int len, int flags, bool tx
 	struct flow_key k;
 	__builtin_memset(&k, 0, sizeof(k));
 	/* Direct loads: tp_btf hands us a BTF-typed socket pointer. */
-	k.family = sk->__sk_common.skc_family;
-	if (k.family == AF_INET) {
-		u32 a = sk->__sk_common.skc_rcv_saddr;
-		__builtin_memcpy(k.laddr, &a, 4);
-		a = sk->__sk_common.skc_daddr;
-		__builtin_memcpy(k.raddr, &a, 4);
-	} else if (k.family == AF_INET6) {
-		__builtin_memcpy(k.laddr, sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
-		__builtin_memcpy(k.raddr, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
-	} else {
+	if (sk_addr(sk, false, k.laddr) || sk_addr(sk, true, k.raddr))
 		return;
-	}
+	k.family = sk->__sk_common.skc_family;
 	k.tgid = bpf_get_current_pid_tgid() >> 32;
 	k.netns = sk->__sk_common.skc_net.net->ns.inum;
 	k.protocol = sk->sk_protocol;

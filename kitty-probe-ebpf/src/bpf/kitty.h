@@ -74,6 +74,27 @@ struct __sk_buff;
 #define AF_INET6 10
 #define TASK_RUNNING 0
 
+/* A socket's address of one side (remote: skc_daddr, local: skc_rcv_saddr)
+ * into 16 bytes (IPv4 in the first 4), with direct loads: fentry and tp_btf
+ * programs get BTF-typed pointers the verifier lets us dereference. Returns
+ * -1 for a family that is neither IPv4 nor IPv6. */
+static __always_inline int sk_addr(struct sock *sk, bool remote, u8 out[16])
+{
+	u16 family = sk->__sk_common.skc_family;
+	if (family == AF_INET) {
+		u32 a = remote ? sk->__sk_common.skc_daddr : sk->__sk_common.skc_rcv_saddr;
+		__builtin_memcpy(out, &a, 4);
+	} else if (family == AF_INET6) {
+		if (remote)
+			__builtin_memcpy(out, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
+		else
+			__builtin_memcpy(out, sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
 /* Log-linear latency buckets: exact below 8, then 8 buckets per power of
  * two (about 9 % wide), so a p50 of 50 ms is known to within 2 ms. A u32
  * value needs at most bucket 239. */

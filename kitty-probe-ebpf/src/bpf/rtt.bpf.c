@@ -62,9 +62,8 @@ static __always_inline int sock_key_of(struct sock *sk, struct sock_key *k)
 	return 0;
 }
 
-/* The same key read with direct loads: fentry and tp_btf programs get
- * BTF-typed pointers, which the verifier lets us dereference without a
- * probe_read helper call per field (the hot path: once per ACK). */
+/* The same key read with direct loads (see sk_addr): no probe_read helper
+ * call per field on the hot path, once per ACK. */
 static __always_inline int sock_key_btf(struct sock *sk, struct sock_key *k)
 {
 	__builtin_memset(k, 0, sizeof(*k));
@@ -72,15 +71,7 @@ static __always_inline int sock_key_btf(struct sock *sk, struct sock_key *k)
 	k->netns = sk->__sk_common.skc_net.net->ns.inum;
 	k->lport = sk->__sk_common.skc_num;
 	k->rport = __builtin_bswap16(sk->__sk_common.skc_dport);
-	if (k->family == AF_INET) {
-		u32 a = sk->__sk_common.skc_daddr;
-		__builtin_memcpy(k->raddr, &a, 4);
-	} else if (k->family == AF_INET6) {
-		__builtin_memcpy(k->raddr, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
-	} else {
-		return -1;
-	}
-	return 0;
+	return sk_addr(sk, true, k->raddr);
 }
 
 static __always_inline struct hist *hist_for(struct sock_key *k)
