@@ -56,32 +56,38 @@ pub struct Slot(#[allow(dead_code)] File);
 
 impl Slot {
     pub fn acquire() -> Result<Slot, String> {
-        let dir = ["/run/kitty-tui", "/tmp/kitty-tui"]
-            .iter()
-            .map(std::path::PathBuf::from)
-            .find(|d| std::fs::create_dir_all(d).is_ok())
-            .ok_or("no directory for the profile lock")?;
+        // /run is the node-wide place; /tmp when /run is not ours to write.
+        let mut last_err = String::from("no directory for the profile lock");
+        for dir in ["/run/kitty-tui", "/tmp/kitty-tui"] {
+            match Self::acquire_in(std::path::Path::new(dir)) {
+                Ok(Some(slot)) => return Ok(slot),
+                Ok(None) => {
+                    return Err(format!(
+                        "{MAX_CONCURRENT} profiles are already running on this node (the limit); try again when one ends"
+                    ))
+                }
+                Err(e) => last_err = format!("profile lock in {dir}: {e}"),
+            }
+        }
+        Err(last_err)
+    }
+
+    /// A free slot in `dir`, None when all are taken.
+    fn acquire_in(dir: &std::path::Path) -> std::io::Result<Option<Slot>> {
+        std::fs::create_dir_all(dir)?;
         for i in 0..MAX_CONCURRENT {
             let f = File::options()
                 .create(true)
                 .truncate(false)
                 .write(true)
-                .open(dir.join(format!("profile-{i}.lock")))
-                .map_err(|e| format!("profile lock: {e}"))?;
+                .open(dir.join(format!("profile-{i}.lock")))?;
             // SAFETY: flock on our own fd; released when the file closes.
-            if unsafe {
-                libc::flock(
-                    std::os::fd::AsRawFd::as_raw_fd(&f),
-                    libc::LOCK_EX | libc::LOCK_NB,
-                )
-            } == 0
-            {
-                return Ok(Slot(f));
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Some(Slot(f)));
             }
         }
-        Err(format!(
-            "{MAX_CONCURRENT} profiles are already running on this node (the limit); try again when one ends"
-        ))
+        Ok(None)
     }
 }
 
