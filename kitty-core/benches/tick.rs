@@ -21,6 +21,8 @@ fn bench(c: &mut Criterion) {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             use std::os::fd::AsRawFd;
+            // SAFETY: in the forked child: closing inherited fds and
+            // pausing are async-signal-safe.
             unsafe {
                 // Keep only this child's 64 client sockets.
                 for k in &keep {
@@ -48,7 +50,9 @@ fn bench(c: &mut Criterion) {
     let f = s.tick();
     assert_eq!(f.ranks.len(), 8);
     assert!(
-        f.ranks.iter().all(|r| r.signals["tcp_sockets"] == 64.0),
+        f.ranks
+            .iter()
+            .all(|r| r.signal(kitty_core::model::Sig::TcpSockets) == Some(64.0)),
         "each child holds 64 sockets"
     );
     c.bench_function("tick 8 processes x 64 sockets", |b| b.iter(|| s.tick()));
@@ -61,6 +65,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| no_diag.tick())
     });
     for pid in children {
+        // SAFETY: killing our own children.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
 }

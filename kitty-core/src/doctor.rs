@@ -1,30 +1,45 @@
 //! `doctor`: what works on this node and, when something does not, why.
 
+use crate::named_enum;
 use crate::sources::cgroup::CgroupMounts;
 use crate::sources::Roots;
 use serde::Serialize;
 
+named_enum! {
+    /// A check's outcome: ok, a warning (kitty works without it), or a
+    /// failure (kitty cannot do its job here).
+    pub enum CheckStatus {
+        Ok = "ok",
+        Warn = "warn",
+        Fail = "fail",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Check {
     pub name: String,
-    /// "ok", "warn" or "fail".
-    pub status: String,
+    pub status: CheckStatus,
     pub detail: String,
 }
 
-fn check(name: &str, ok: Result<String, String>, fail_is_warn: bool) -> Check {
-    match ok {
-        Ok(detail) => Check {
+impl Check {
+    /// Ok with its detail, or the reason as a warning or a failure.
+    pub fn new(name: &str, outcome: Result<String, String>, fail_is_warn: bool) -> Check {
+        let (status, detail) = match outcome {
+            Ok(d) => (CheckStatus::Ok, d),
+            Err(d) if fail_is_warn => (CheckStatus::Warn, d),
+            Err(d) => (CheckStatus::Fail, d),
+        };
+        Check {
             name: name.into(),
-            status: "ok".into(),
+            status,
             detail,
-        },
-        Err(detail) => Check {
-            name: name.into(),
-            status: if fail_is_warn { "warn" } else { "fail" }.into(),
-            detail,
-        },
+        }
     }
+}
+
+fn check(name: &str, ok: Result<String, String>, fail_is_warn: bool) -> Check {
+    Check::new(name, ok, fail_is_warn)
 }
 
 pub fn run(roots: &Roots) -> Vec<Check> {
@@ -115,7 +130,7 @@ pub fn run(roots: &Roots) -> Vec<Check> {
             let mut sd = crate::sources::sockdiag::SockDiag::default();
             let me = proc.join("self");
             let ns = crate::sources::process::read_netns(&me).ok_or("cannot read own netns")?;
-            let n = sd.dump(ns, &me)?.len();
+            let n = sd.dump(ns, &me).map_err(|e| e.to_string())?.len();
             Ok(format!(
                 "tcp_info via NETLINK_SOCK_DIAG ({n} sockets in this namespace)"
             ))
@@ -149,7 +164,7 @@ pub fn nvml_check(lib_path: Option<std::path::PathBuf>) -> Check {
 
 /// The process exit status doctor should use: non-zero when something failed.
 pub fn exit_code(checks: &[Check]) -> i32 {
-    if checks.iter().any(|c| c.status == "fail") {
+    if checks.iter().any(|c| c.status == CheckStatus::Fail) {
         1
     } else {
         0
@@ -163,16 +178,16 @@ mod tests {
     #[test]
     fn live_node_passes_core_checks() {
         let c = run(&Roots::default());
-        let get = |n: &str| c.iter().find(|x| x.name == n).unwrap().status.clone();
-        assert_eq!(get("proc_root"), "ok");
-        assert_eq!(get("schedstat"), "ok");
+        let get = |n: &str| c.iter().find(|x| x.name == n).unwrap().status;
+        assert_eq!(get("proc_root"), CheckStatus::Ok);
+        assert_eq!(get("schedstat"), CheckStatus::Ok);
         assert_eq!(exit_code(&c), 0);
     }
 
     #[test]
     fn missing_proc_root_fails() {
         let c = run(&Roots::new("/nonexistent/proc"));
-        assert_eq!(c[0].status, "fail");
+        assert_eq!(c[0].status, CheckStatus::Fail);
         assert_eq!(exit_code(&c), 1);
     }
 }

@@ -1,27 +1,39 @@
-//! kitty-core: sources -> Frame -> History -> Analysis, plus the recording format.
+//! kitty-core: the one data flow, by stage.
 //!
-//! Nothing in this crate draws to a terminal. The binary (`kitty-tui`) wires the
-//! [`engine::Engine`] to its sinks: the TUI, the recorder, `snapshot --json`.
+//! ```text
+//! sources/ --> sampler/ --> model::Frame --> engine (pipeline of enrichers,
+//!   procfs,      two samples      typed signals,     then analysis/) --> sinks/
+//!   sock_diag,   -> rates         sanitised text                           record, exporter,
+//!   NVML                                                                   export, snapshot
+//! ```
+//!
+//! - `sources`: readers of the live system, and the `Enricher` contract for
+//!   sources that add to each frame (NVML here, eBPF probes in their crate).
+//! - `sampler`: one tick of the procfs / sock_diag sources into a Frame.
+//! - `model`: the Frame, the signal catalog (`Sig`), sanitised `Text`,
+//!   history rings, the one value formatter.
+//! - `analysis`: link attribution and verdicts, plus view models (peer
+//!   bands, top talkers).
+//! - `engine`: the sampling thread wiring sampler, pipeline and analysis
+//!   to one consumer.
+//! - `sinks`: the recording format, the Prometheus model, exports, the
+//!   snapshot document.
+//! - `profile`: an on-CPU profile, its flame tree and its writers.
+//! - `doctor`: what works on this node, and why not.
+//!
+//! Nothing in this crate draws to a terminal: the binary (`kitty-tui`) owns
+//! the TUI.
 
 pub mod analysis;
 pub mod doctor;
 pub mod engine;
-pub mod export;
-pub mod exporter;
-pub mod flame;
-pub mod frame;
-pub mod history;
-pub mod links;
+pub mod model;
 pub mod profile;
-pub mod record;
 pub mod sampler;
-pub mod signals;
-pub mod snapshot;
+pub mod sinks;
 pub mod sources;
-pub mod talkers;
-pub mod timefmt;
 
-pub use frame::Frame;
+pub use model::Frame;
 
 /// The version written into snapshots and recordings.
 pub const KITTY_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,11 +1,12 @@
 //! OOM kills, fatal-signal deaths of watched processes, and execve bursts,
 //! from the kernel's ring buffer into the frame's events.
 
-use crate::load::{self, objects};
+use crate::load::{self, objects, ProbeError};
 use crate::watched::WatchedSet;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
 use aya::Ebpf;
-use kitty_core::frame::{Event, EventKind, Frame};
+use kitty_core::model::{Event, EventKind, Frame, Sig, Text};
+use kitty_core::sampler::WatchHints;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Token bucket at the source (seed 004: 150 execve events per second).
@@ -17,6 +18,7 @@ pub const BURST_PER_S: f64 = 100.0;
 const EV_OOM: u32 = 1;
 const EV_FATAL_SIGNAL: u32 = 2;
 const EV_EXEC: u32 = 3;
+const EV_FORK: u32 = 4;
 
 /// Must match `struct event` in bpf/events.bpf.c.
 #[repr(C)]
@@ -31,9 +33,10 @@ struct RawEvent {
     filename: [u8; 64],
 }
 
-fn cstr(b: &[u8]) -> String {
+/// A NUL-terminated kernel string (a comm any user can set), made safe.
+fn cstr(b: &[u8]) -> Text {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    Text::from_bytes(&b[..end])
 }
 
 pub fn signal_name(sig: i32) -> String {
@@ -69,6 +72,8 @@ pub struct EventsProbe {
     /// time their death is read.
     names: HashMap<u32, String>,
     burst: Option<Burst>,
+    /// New processes (exec, fork) for the sampler to look at next tick.
+    hints: WatchHints,
 }
 
 /// An execve storm in progress.
@@ -78,11 +83,11 @@ struct Burst {
     seen: u64,
     sampled: u64,
     truncated: u64,
-    comms: BTreeMap<String, u32>,
+    comms: BTreeMap<Text, u32>,
 }
 
 impl EventsProbe {
-    pub fn start() -> Result<EventsProbe, String> {
+    pub fn start(hints: WatchHints) -> Result<EventsProbe, ProbeError> {
         let mut ebpf = load::load_object(
             objects::EVENTS,
             &[("exec_rate", EXEC_RATE), ("exec_burst", EXEC_BURST)],
@@ -93,6 +98,7 @@ impl EventsProbe {
                 ("ev_oom", "mark_victim"),
                 ("ev_exit", "sched_process_exit"),
                 ("ev_exec", "sched_process_exec"),
+                ("ev_fork", "sched_process_fork"),
             ],
         )?;
         let ring = load::take_map(&mut ebpf, "events")?;
@@ -106,6 +112,7 @@ impl EventsProbe {
             prev_counts: (0, 0),
             names: HashMap::new(),
             burst: None,
+            hints,
         })
     }
 
@@ -123,7 +130,7 @@ impl EventsProbe {
         }
         self.watched.sync(&pids);
         let now = frame.wall_ns;
-        let mut execs: BTreeMap<String, u32> = BTreeMap::new();
+        let mut execs: BTreeMap<Text, u32> = BTreeMap::new();
         let mut exec_events = 0u32;
         while let Some(item) = self.ring.next() {
             if item.len() < std::mem::size_of::<RawEvent>() {
@@ -133,33 +140,35 @@ impl EventsProbe {
             // copes with any alignment.
             let e: RawEvent = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const RawEvent) };
             match e.kind {
-                EV_OOM => frame.events.push(Event {
-                    wall_ns: now,
-                    kind: EventKind::OomKill,
-                    message: format!(
+                EV_OOM => frame.events.push(Event::new(
+                    now,
+                    EventKind::OomKill,
+                    format!(
                         "OOM kill: pid {} ({}) killed; the allocation that triggered it came from pid {} ({})",
                         e.pid,
                         cstr(&e.comm),
                         e.actor_pid,
                         cstr(&e.actor_comm)
                     ),
-                }),
+                )),
                 EV_FATAL_SIGNAL => {
                     let who = self
                         .names
                         .get(&e.pid)
                         .cloned()
                         .unwrap_or_else(|| format!("pid {} ({})", e.pid, cstr(&e.comm)));
-                    frame.events.push(Event {
-                        wall_ns: now,
-                        kind: EventKind::FatalSignal,
-                        message: format!("{who} died from {}", signal_name(e.code)),
-                    });
+                    frame.events.push(Event::new(
+                        now,
+                        EventKind::FatalSignal,
+                        format!("{who} died from {}", signal_name(e.code)),
+                    ));
                 }
                 EV_EXEC => {
                     exec_events += 1;
                     *execs.entry(cstr(&e.comm)).or_default() += 1;
+                    self.hints.add(e.pid);
                 }
+                EV_FORK => self.hints.add(e.pid),
                 _ => {}
             }
         }
@@ -172,10 +181,7 @@ impl EventsProbe {
         self.prev_counts = (seen, truncated);
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
         if !first {
-            frame
-                .host
-                .signals
-                .insert("execs_per_s".into(), seen_d as f64 / secs);
+            frame.host.signals.set(Sig::ExecsPerS, seen_d as f64 / secs);
         }
         let rate = seen_d as f64 / secs;
         // A burst is summed while it lasts and reported once it ends (or
@@ -199,17 +205,17 @@ impl EventsProbe {
         if (rate < BURST_PER_S || long) && self.burst.is_some() {
             let b = self.burst.take().expect("checked");
             let dur = (now.saturating_sub(b.start_ns) as f64 / 1e9).max(secs);
-            let mut top: Vec<(String, u32)> = b.comms.into_iter().collect();
+            let mut top: Vec<(Text, u32)> = b.comms.into_iter().collect();
             top.sort_by_key(|t| std::cmp::Reverse(t.1));
             let names: Vec<String> = top
                 .iter()
                 .take(3)
                 .map(|(c, n)| format!("{c} x{n}"))
                 .collect();
-            frame.events.push(Event {
-                wall_ns: now,
-                kind: EventKind::ExecBurst,
-                message: format!(
+            frame.events.push(Event::new(
+                now,
+                EventKind::ExecBurst,
+                format!(
                     "execve burst: {} in {dur:.1} s ({:.0}/s; sampled {}: {}; truncated {})",
                     b.seen,
                     b.seen as f64 / dur,
@@ -217,7 +223,7 @@ impl EventsProbe {
                     names.join(", "),
                     b.truncated
                 ),
-            });
+            ));
         }
         if self.names.len() > 4096 {
             self.names.retain(|pid, _| pids.contains(pid));

@@ -5,10 +5,10 @@
 //! namespace's interface traffic the flows explain (seed 002 reconciles
 //! attributed bytes against switch counters the same way).
 
-use crate::load::{self, objects};
+use crate::load::{self, objects, ProbeError};
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
-use kitty_core::frame::{FlowFrame, Frame};
+use kitty_core::model::{FlowFrame, Frame, Sig, Text};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -82,7 +82,7 @@ fn own_netns() -> Option<u32> {
 }
 
 impl FlowProbe {
-    pub fn start() -> Result<FlowProbe, String> {
+    pub fn start() -> Result<FlowProbe, ProbeError> {
         let mut ebpf = load::load_object(objects::FLOW, &[])?;
         load::attach_all(
             &mut ebpf,
@@ -149,18 +149,14 @@ impl FlowProbe {
             let _ = self.flows.remove(&k);
             self.seen.remove(&k);
         }
-        let comm: HashMap<u32, &str> = frame
-            .ranks
-            .iter()
-            .map(|r| (r.key.pid, r.comm.as_str()))
-            .collect();
+        let comm: HashMap<u32, &Text> = frame.ranks.iter().map(|r| (r.key.pid, &r.comm)).collect();
         let mut out: Vec<FlowFrame> = self
             .seen
             .iter()
             .filter(|(_, s)| now.saturating_sub(s.last_change_ns) <= ACTIVE_NS)
             .map(|(k, s)| FlowFrame {
                 pid: k.tgid,
-                comm: comm.get(&k.tgid).map(|c| c.to_string()),
+                comm: comm.get(&k.tgid).map(|c| (*c).clone()),
                 netns: k.netns as u64,
                 protocol: if k.protocol == libc::IPPROTO_UDP as u16 {
                     "udp"
@@ -168,8 +164,8 @@ impl FlowProbe {
                     "tcp"
                 }
                 .into(),
-                local: addr(k.family, &k.laddr, k.lport).to_string(),
-                remote: addr(k.family, &k.raddr, k.rport).to_string(),
+                local: addr(k.family, &k.laddr, k.lport).to_string().into(),
+                remote: addr(k.family, &k.raddr, k.rport).to_string().into(),
                 tx_bytes: s.bytes.tx,
                 rx_bytes: s.bytes.rx,
                 tx_bytes_per_s: s.rate.0,
@@ -185,10 +181,10 @@ impl FlowProbe {
         // Closed connections per second, and coverage of the interfaces.
         let closed: u64 = self.closed.get(&0, 0).map(|v| v.iter().sum()).unwrap_or(0);
         if let Some(p) = self.prev_closed {
-            frame.host.signals.insert(
-                "tcp_closed_per_s".into(),
-                closed.saturating_sub(p) as f64 / secs,
-            );
+            frame
+                .host
+                .signals
+                .set(Sig::TcpClosedPerS, closed.saturating_sub(p) as f64 / secs);
         }
         self.prev_closed = Some(closed);
         let ifaces: u64 = frame
@@ -202,8 +198,8 @@ impl FlowProbe {
             let d = ifaces.saturating_sub(p);
             // Below 64 KiB/s the ratio is mostly headers and ARP: not shown.
             if d as f64 / secs > 65_536.0 {
-                frame.host.signals.insert(
-                    "flow_coverage_pct".into(),
+                frame.host.signals.set(
+                    Sig::FlowCoveragePct,
                     (attributed_ext as f64 / d as f64 * 100.0).min(100.0),
                 );
             }

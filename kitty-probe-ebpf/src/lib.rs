@@ -2,7 +2,8 @@
 //! OOM / fatal-signal / execve events. The BPF programs are C
 //! (`src/bpf/*.bpf.c`, objects committed beside them, rebuilt by
 //! `just ebpf`); this crate loads them with aya and turns their maps into
-//! frame signals as an `Enricher`. Each probe degrades on its own.
+//! frame signals as an `Enricher`. Each probe degrades on its own. The
+//! profiler (`profile`) is separate: it runs on request, not every tick.
 
 pub mod events;
 pub mod flow;
@@ -13,27 +14,32 @@ pub mod rtt;
 pub mod runq;
 mod watched;
 
-use kitty_core::engine::Enricher;
-use kitty_core::frame::{Frame, SourceStatus};
+pub use load::ProbeError;
+
+use kitty_core::model::{Frame, Source, SourceStatus};
+use kitty_core::sampler::WatchHints;
+use kitty_core::sources::Enricher;
 
 /// The probes that attached, and why the others did not.
 pub struct Probes {
-    rtt: Result<rtt::RttProbe, String>,
-    runq: Result<runq::RunqProbe, String>,
-    flow: Result<flow::FlowProbe, String>,
-    events: Result<events::EventsProbe, String>,
+    rtt: Result<rtt::RttProbe, ProbeError>,
+    runq: Result<runq::RunqProbe, ProbeError>,
+    flow: Result<flow::FlowProbe, ProbeError>,
+    events: Result<events::EventsProbe, ProbeError>,
     /// Fixed once the probes have loaded: put in every frame.
-    statuses: Vec<(String, SourceStatus)>,
+    statuses: Vec<(Source, SourceStatus)>,
 }
 
 impl Probes {
-    /// Loads and attaches every probe; failures are kept as reasons.
-    pub fn start() -> Probes {
+    /// Loads and attaches every probe; failures are kept as reasons. New
+    /// execs and forks the events probe sees go to `hints`, so the sampler
+    /// looks at them on the next tick.
+    pub fn start(hints: WatchHints) -> Probes {
         let mut p = Probes {
             rtt: rtt::RttProbe::start(),
             runq: runq::RunqProbe::start(),
             flow: flow::FlowProbe::start(),
-            events: events::EventsProbe::start(),
+            events: events::EventsProbe::start(hints),
             statuses: Vec::new(),
         };
         p.statuses = p.compute_statuses();
@@ -41,39 +47,37 @@ impl Probes {
     }
 
     /// Source status per probe, as `doctor` and the header show them.
-    pub fn statuses(&self) -> &[(String, SourceStatus)] {
+    pub fn statuses(&self) -> &[(Source, SourceStatus)] {
         &self.statuses
     }
 
-    fn compute_statuses(&self) -> Vec<(String, SourceStatus)> {
-        fn st<T>(r: &Result<T, String>, strategy: Option<String>) -> SourceStatus {
+    fn compute_statuses(&self) -> Vec<(Source, SourceStatus)> {
+        fn st<T>(r: &Result<T, ProbeError>, strategy: &str) -> SourceStatus {
             match r {
-                Ok(_) => SourceStatus {
-                    strategy,
-                    ..SourceStatus::ok()
-                },
-                Err(e) => SourceStatus::unavailable(e.clone()),
+                Ok(_) => SourceStatus::ok().with_strategy(strategy),
+                Err(e) => SourceStatus::unavailable(e.to_string()),
             }
         }
-        let rtt_strategy = self.rtt.as_ref().ok().map(|p| p.strategy.clone());
+        let rtt_strategy = self
+            .rtt
+            .as_ref()
+            .map(|p| p.strategy.clone())
+            .unwrap_or_default();
         vec![
-            ("ebpf.rtt".into(), st(&self.rtt, rtt_strategy)),
+            (Source::EbpfRtt, st(&self.rtt, &rtt_strategy)),
             (
-                "ebpf.runq".into(),
-                st(&self.runq, Some("tp_btf/sched_wakeup+sched_switch".into())),
+                Source::EbpfRunq,
+                st(&self.runq, "tp_btf/sched_wakeup+sched_switch"),
             ),
             (
-                "ebpf.flow".into(),
-                st(
-                    &self.flow,
-                    Some("tp_btf/sock_send_length+sock_recv_length".into()),
-                ),
+                Source::EbpfFlow,
+                st(&self.flow, "tp_btf/sock_send_length+sock_recv_length"),
             ),
             (
-                "ebpf.events".into(),
+                Source::EbpfEvents,
                 st(
                     &self.events,
-                    Some("tp_btf/mark_victim+sched_process_exit+sched_process_exec".into()),
+                    "tp_btf/mark_victim+sched_process_exit+sched_process_exec+sched_process_fork",
                 ),
             ),
         ]
@@ -89,6 +93,10 @@ impl Probes {
 }
 
 impl Enricher for Probes {
+    fn name(&self) -> &'static str {
+        "ebpf"
+    }
+
     fn enrich(&mut self, frame: &mut Frame) {
         if let Ok(p) = &mut self.rtt {
             p.enrich(frame);
@@ -103,7 +111,7 @@ impl Enricher for Probes {
             p.enrich(frame);
         }
         for (name, status) in &self.statuses {
-            frame.sources.insert(name.clone(), status.clone());
+            frame.sources.insert(*name, status.clone());
         }
     }
 }

@@ -7,6 +7,43 @@ use aya::programs::{BtfTracePoint, FEntry, KProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
 use std::sync::OnceLock;
 
+/// Why a probe did not load or attach, in words an operator can act on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("no kernel BTF (/sys/kernel/btf/vmlinux): {0}")]
+    NoBtf(String),
+    #[error("permission denied: needs root, or CAP_BPF and CAP_PERFMON")]
+    Denied,
+    #[error("the kernel refused the program (not permitted for this attach type here)")]
+    Refused,
+    #[error("function not in the kernel's BTF (inlined or absent)")]
+    NotInBtf,
+    #[error("this kernel has no kprobe support")]
+    NoKprobes,
+    #[error("{0} missing from the object")]
+    Missing(String),
+    /// Anything else the loader or the kernel said (one line).
+    #[error("{0}")]
+    Kernel(String),
+    /// A named hook and why it failed.
+    #[error("{hook}: {why}")]
+    Hook { hook: String, why: Box<ProbeError> },
+    #[error("no strategy attached: {0}")]
+    NoStrategy(String),
+}
+
+impl ProbeError {
+    /// The same error, said of one hook.
+    pub fn at(self, hook: impl Into<String>) -> ProbeError {
+        ProbeError::Hook {
+            hook: hook.into(),
+            why: Box::new(self),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ProbeError>;
+
 /// The committed objects, built by `just ebpf` (scripts/build-bpf.sh).
 pub mod objects {
     pub static RTT: &[u8] = aya::include_bytes_aligned!("bpf/rtt.bpf.o");
@@ -17,13 +54,11 @@ pub mod objects {
 }
 
 /// The kernel's BTF, parsed once.
-pub fn kernel_btf() -> Result<&'static Btf, String> {
-    static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
-    BTF.get_or_init(|| {
-        Btf::from_sys_fs().map_err(|e| format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}"))
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+pub fn kernel_btf() -> Result<&'static Btf> {
+    static BTF: OnceLock<Result<Btf>> = OnceLock::new();
+    BTF.get_or_init(|| Btf::from_sys_fs().map_err(|e| ProbeError::NoBtf(e.to_string())))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; raise it.
@@ -37,7 +72,7 @@ fn raise_memlock() {
 }
 
 /// Loads an object (maps created, nothing attached yet).
-pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf, String> {
+pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf> {
     raise_memlock();
     kernel_btf()?;
     let mut loader = EbpfLoader::new();
@@ -50,29 +85,29 @@ pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf, String
     loader.load(bytes).map_err(|e| reason(&e))
 }
 
-/// One line for an aya error, with the usual cause spelled out.
-pub fn reason(e: &dyn std::error::Error) -> String {
-    plain(&raw_reason(e))
+/// An aya error as a [`ProbeError`], with the usual causes recognised.
+pub fn reason(e: &dyn std::error::Error) -> ProbeError {
+    classify(&raw_reason(e))
 }
 
 /// The common failures in words an operator can act on.
-fn plain(s: &str) -> String {
+fn classify(s: &str) -> ProbeError {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if s.contains("unknown BTF type") {
-        return "function not in the kernel's BTF (inlined or absent)".into();
+        return ProbeError::NotInBtf;
     }
     if s.contains("devices/kprobe/type") {
-        return "this kernel has no kprobe support".into();
+        return ProbeError::NoKprobes;
     }
     if s.contains("Operation not permitted") || s.contains("EPERM") {
         return if root {
-            "the kernel refused the program (not permitted for this attach type here)".into()
+            ProbeError::Refused
         } else {
-            "permission denied: needs root, or CAP_BPF and CAP_PERFMON".into()
+            ProbeError::Denied
         };
     }
-    s.to_string()
+    ProbeError::Kernel(s.to_string())
 }
 
 fn raw_reason(e: &dyn std::error::Error) -> String {
@@ -106,29 +141,29 @@ fn raw_reason(e: &dyn std::error::Error) -> String {
 }
 
 /// Takes a map out of the object as its typed aya view.
-pub fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, String>
+pub fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T>
 where
     T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
 {
     let map = ebpf
         .take_map(name)
-        .ok_or_else(|| format!("map {name} missing from the object"))?;
+        .ok_or_else(|| ProbeError::Missing(format!("map {name}")))?;
     T::try_from(map).map_err(|e| reason(&e))
 }
 
 /// A program of the object, as its kind (not yet loaded).
-pub fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, String>
+pub fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T>
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
     ebpf.program_mut(name)
-        .ok_or_else(|| format!("program {name} missing from the object"))?
+        .ok_or_else(|| ProbeError::Missing(format!("program {name}")))?
         .try_into()
         .map_err(|e| reason(&e))
 }
 
 /// Loads and attaches a tp_btf program by its function name.
-pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<(), String> {
+pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<()> {
     let btf = kernel_btf()?;
     let p: &mut BtfTracePoint = program(ebpf, prog)?;
     p.load(tracepoint, btf).map_err(|e| reason(&e))?;
@@ -136,7 +171,7 @@ pub fn attach_tp_btf(ebpf: &mut Ebpf, prog: &str, tracepoint: &str) -> Result<()
     Ok(())
 }
 
-pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
+pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<()> {
     let btf = kernel_btf()?;
     let p: &mut FEntry = program(ebpf, prog)?;
     p.load(function, btf).map_err(|e| reason(&e))?;
@@ -148,7 +183,7 @@ pub fn attach_fentry(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), 
     Ok(())
 }
 
-pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), String> {
+pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<()> {
     let p: &mut KProbe = program(ebpf, prog)?;
     p.load().map_err(|e| reason(&e))?;
     if let Err(e) = p.attach(function, 0) {
@@ -159,9 +194,9 @@ pub fn attach_kprobe(ebpf: &mut Ebpf, prog: &str, function: &str) -> Result<(), 
 }
 
 /// Several tp_btf programs that only make sense together.
-pub fn attach_all(ebpf: &mut Ebpf, progs: &[(&str, &str)]) -> Result<(), String> {
+pub fn attach_all(ebpf: &mut Ebpf, progs: &[(&str, &str)]) -> Result<()> {
     for (prog, tp) in progs {
-        attach_tp_btf(ebpf, prog, tp).map_err(|e| format!("tp_btf/{tp}: {e}"))?;
+        attach_tp_btf(ebpf, prog, tp).map_err(|e| e.at(format!("tp_btf/{tp}")))?;
     }
     Ok(())
 }

@@ -5,13 +5,14 @@
 //! mid-profile still resolves). Links and maps are released when the
 //! profile ends, is cancelled, or the process dies (they are only fds).
 
-use crate::load::{self, objects};
+use crate::load::{self, objects, ProbeError};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::PerfEvent;
 use blazesym::symbolize::{cache, source, Input, Symbolized, Symbolizer};
 use blazesym::Pid;
-use kitty_core::profile::{Profile, StackSample};
+use kitty_core::model::Text;
+use kitty_core::profile::{symbol, Profile, StackSample};
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,42 @@ pub const MAX_DURATION: Duration = Duration::from_secs(60);
 /// Profiles at once on this node (seed 004: a profiler must not become the load).
 pub const MAX_CONCURRENT: usize = 2;
 
+/// Why a profile could not be taken.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("a profile needs a target: --pid PID")]
+    NoTarget,
+    #[error("frequency must be 1..={MAX_FREQUENCY_HZ} Hz")]
+    Frequency,
+    #[error("duration must be more than 0 and at most {} s", MAX_DURATION.as_secs())]
+    Duration,
+    #[error("no process {0}")]
+    NoProcess(u32),
+    #[error("{MAX_CONCURRENT} profiles are already running on this node (the limit); try again when one ends")]
+    Busy,
+    #[error("profile lock in {dir}: {why}")]
+    Lock { dir: String, why: String },
+    #[error("perf_event BPF not permitted here: {0}")]
+    PerfEvent(ProbeError),
+    #[error("online CPUs: {0}")]
+    Cpus(String),
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+}
+
+impl ProfileError {
+    /// A request the user can fix (a usage error), not a failure of the node.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            ProfileError::NoTarget
+                | ProfileError::Frequency
+                | ProfileError::Duration
+                | ProfileError::NoProcess(_)
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Request {
     pub pid: u32,
@@ -30,21 +67,18 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ProfileError> {
         if self.pid == 0 {
-            return Err("a profile needs a target: --pid PID".into());
+            return Err(ProfileError::NoTarget);
         }
         if !(1..=MAX_FREQUENCY_HZ).contains(&self.frequency_hz) {
-            return Err(format!("frequency must be 1..={MAX_FREQUENCY_HZ} Hz"));
+            return Err(ProfileError::Frequency);
         }
         if self.duration.is_zero() || self.duration > MAX_DURATION {
-            return Err(format!(
-                "duration must be more than 0 and at most {} s",
-                MAX_DURATION.as_secs()
-            ));
+            return Err(ProfileError::Duration);
         }
         if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
-            return Err(format!("no process {}", self.pid));
+            return Err(ProfileError::NoProcess(self.pid));
         }
         Ok(())
     }
@@ -55,18 +89,22 @@ impl Request {
 pub struct Slot(#[allow(dead_code)] File);
 
 impl Slot {
-    pub fn acquire() -> Result<Slot, String> {
+    pub fn acquire() -> Result<Slot, ProfileError> {
         // /run is the node-wide place; /tmp when /run is not ours to write.
-        let mut last_err = String::from("no directory for the profile lock");
+        let mut last_err = ProfileError::Lock {
+            dir: "/run/kitty-tui".into(),
+            why: "no directory for the profile lock".into(),
+        };
         for dir in ["/run/kitty-tui", "/tmp/kitty-tui"] {
             match Self::acquire_in(std::path::Path::new(dir)) {
                 Ok(Some(slot)) => return Ok(slot),
-                Ok(None) => {
-                    return Err(format!(
-                        "{MAX_CONCURRENT} profiles are already running on this node (the limit); try again when one ends"
-                    ))
+                Ok(None) => return Err(ProfileError::Busy),
+                Err(e) => {
+                    last_err = ProfileError::Lock {
+                        dir: dir.into(),
+                        why: e.to_string(),
+                    }
                 }
-                Err(e) => last_err = format!("profile lock in {dir}: {e}"),
             }
         }
         Err(last_err)
@@ -81,8 +119,8 @@ impl Slot {
                 .truncate(false)
                 .write(true)
                 .open(dir.join(format!("profile-{i}.lock")))?;
-            // SAFETY: flock on our own fd; released when the file closes.
             let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+            // SAFETY: flock on our own fd; released when the file closes.
             if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(Some(Slot(f)));
             }
@@ -105,7 +143,7 @@ unsafe impl aya::Pod for SampleKey {}
 
 /// Loads the sampler for `tgid` (0: samples nothing) and attaches it to the
 /// cpu-clock of `cpus` at `hz`.
-fn start_sampler(tgid: u32, cpus: &[u32], hz: u64) -> Result<aya::Ebpf, String> {
+fn start_sampler(tgid: u32, cpus: &[u32], hz: u64) -> Result<aya::Ebpf, ProfileError> {
     let mut ebpf = load::load_object(objects::PROFILE, &[("target_tgid", tgid as u64)])?;
     let prog: &mut PerfEvent = load::program(&mut ebpf, "profile_cpu")?;
     prog.load().map_err(|e| load::reason(&e))?;
@@ -116,13 +154,13 @@ fn start_sampler(tgid: u32, cpus: &[u32], hz: u64) -> Result<aya::Ebpf, String> 
             SamplePolicy::Frequency(hz),
             false,
         )
-        .map_err(|e| format!("perf_event BPF not permitted here: {}", load::reason(&e)))?;
+        .map_err(|e| ProfileError::PerfEvent(load::reason(&e)))?;
     }
     Ok(ebpf)
 }
 
 /// Can this node run the profiler at all? (`doctor`, and the view's reason.)
-pub fn check() -> Result<(), String> {
+pub fn check() -> Result<(), ProfileError> {
     start_sampler(0, &[0], 1).map(drop)
 }
 
@@ -132,11 +170,11 @@ pub fn run(
     req: &Request,
     cancel: &AtomicBool,
     mut progress: impl FnMut(f64),
-) -> Result<Profile, String> {
+) -> Result<Profile, ProfileError> {
     req.validate()?;
     let _slot = Slot::acquire()?;
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", req.pid))
-        .map(|s| s.trim().to_string())
+        .map(|s| Text::new(s.trim_end_matches('\n')))
         .unwrap_or_default();
     // Take what symbolization needs now, before the target can exit.
     let symbolizer = Symbolizer::new();
@@ -145,7 +183,8 @@ pub fn run(
     ))));
     let maps = read_maps(req.pid);
 
-    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    let cpus =
+        aya::util::online_cpus().map_err(|(what, e)| ProfileError::Cpus(format!("{what}: {e}")))?;
     let mut ebpf = start_sampler(req.pid, &cpus, req.frequency_hz)?;
     let start = Instant::now();
     let mut exited = false;
@@ -191,13 +230,13 @@ pub fn run(
             depths.push(user.len());
         }
         // The kernel gives innermost first; folded wants the caller first.
-        let mut frames: Vec<String> = names.user(&user).into_iter().rev().collect();
+        let mut frames: Vec<Text> = names.user(&user).iter().rev().map(|f| symbol(f)).collect();
         frames.extend(
             names
                 .kernel(&kernel)
-                .into_iter()
+                .iter()
                 .rev()
-                .map(|f| format!("{f}_[k]")),
+                .map(|f| symbol(&format!("{f}_[k]"))),
         );
         if frames.is_empty() {
             frames.push("[no stack]".into());
@@ -205,7 +244,7 @@ pub fn run(
         let end = k.comm.iter().position(|&c| c == 0).unwrap_or(16);
         out.push(StackSample {
             tid: k.tid,
-            thread: String::from_utf8_lossy(&k.comm[..end]).into_owned(),
+            thread: Text::from_bytes(&k.comm[..end]),
             frames,
             count: n,
         });
@@ -214,19 +253,19 @@ pub fn run(
     depths.sort_unstable();
     if let Some(&median) = depths.get(depths.len() / 2) {
         if median <= 2 {
-            notes.push(format!(
+            notes.push(Text::message(format!(
                 "user stacks are shallow (median depth {median}): the binary was probably built without frame pointers"
-            ));
+            )));
         }
     }
     if exited {
-        notes.push(format!(
+        notes.push(Text::message(format!(
             "pid {} exited after {elapsed:.1} s; the profile covers its life until then",
             req.pid
-        ));
+        )));
     }
     if cancel.load(Ordering::SeqCst) {
-        notes.push(format!("cancelled after {elapsed:.1} s"));
+        notes.push(Text::message(format!("cancelled after {elapsed:.1} s")));
     }
     Ok(Profile {
         pid: req.pid,

@@ -5,10 +5,10 @@
 //! into the rank's link RTT).
 
 use crate::hist::{Hist, RawHist};
-use crate::load::{self, objects};
+use crate::load::{self, objects, ProbeError};
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
-use kitty_core::frame::Frame;
+use kitty_core::model::{Frame, HistKind, Sig};
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
@@ -51,7 +51,7 @@ impl SockKey {
     }
 }
 
-/// The attach strategies, best first (see DESIGN: "raw TCP RTT").
+/// The attach strategies, best first (the README's "eBPF probes" section says why).
 const STRATEGIES: &[(&str, &str, &str)] = &[
     ("fentry", "fentry_rtt_estimator", "tcp_rtt_estimator"),
     ("kprobe", "kprobe_rtt_estimator", "tcp_rtt_estimator"),
@@ -76,7 +76,7 @@ pub struct RttProbe {
 }
 
 impl RttProbe {
-    pub fn start() -> Result<RttProbe, String> {
+    pub fn start() -> Result<RttProbe, ProbeError> {
         let mut ebpf = load::load_object(objects::RTT, &[])?;
         let mut tried = Vec::new();
         let mut strategy = None;
@@ -99,8 +99,7 @@ impl RttProbe {
                 Err(e) => tried.push(format!("{name}: {e}")),
             }
         }
-        let strategy =
-            strategy.ok_or_else(|| format!("no strategy attached: {}", tried.join("; ")))?;
+        let strategy = strategy.ok_or_else(|| ProbeError::NoStrategy(tried.join("; ")))?;
         let map = load::take_map(&mut ebpf, "rtt_hist")?;
         let ports = load::take_map(&mut ebpf, "watched_ports")?;
         Ok(RttProbe {
@@ -152,7 +151,7 @@ impl RttProbe {
                 let d = Hist::delta(&raw, prev.get(&key));
                 self.prev.insert(key, raw);
                 if let Some(p50) = d.quantile(0.5) {
-                    s.signals.insert("rtt_p50_us".into(), p50);
+                    s.signals.set(Sig::RttP50Us, p50);
                 }
                 own[i].merge(&d);
             }
@@ -163,13 +162,11 @@ impl RttProbe {
             let pid = r.key.pid;
             match h.quantile(0.5) {
                 Some(p50) => {
-                    r.signals.insert("rtt_p50_us".into(), p50);
+                    r.signals.set(Sig::RttP50Us, p50);
                     r.signals
-                        .insert("rtt_p99_us".into(), h.quantile(0.99).unwrap_or(p50));
-                    if let Some(m) = h.max_in_interval() {
-                        r.signals.insert("rtt_max_us".into(), m);
-                    }
-                    r.histograms.insert("rtt_us".into(), h.nonzero());
+                        .set(Sig::RttP99Us, h.quantile(0.99).unwrap_or(p50));
+                    r.signals.set_opt(Sig::RttMaxUs, h.max_in_interval());
+                    r.histograms.insert(HistKind::RttUs, h.nonzero());
                     self.held.insert(pid, (p50, 0));
                 }
                 None => {
@@ -178,7 +175,7 @@ impl RttProbe {
                     if let Some((v, age)) = self.held.get_mut(&pid) {
                         *age += 1;
                         if *age <= 4 {
-                            r.signals.insert("rtt_p50_us".into(), *v);
+                            r.signals.set(Sig::RttP50Us, *v);
                         }
                     }
                 }

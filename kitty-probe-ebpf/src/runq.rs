@@ -2,11 +2,11 @@
 //! interval's histogram for the detail view.
 
 use crate::hist::{Hist, RawHist};
-use crate::load::{self, objects};
+use crate::load::{self, objects, ProbeError};
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
-use kitty_core::frame::Frame;
+use kitty_core::model::{Frame, HistKind, Sig};
 use std::collections::{BTreeSet, HashMap};
 
 pub struct RunqProbe {
@@ -17,7 +17,7 @@ pub struct RunqProbe {
 }
 
 impl RunqProbe {
-    pub fn start() -> Result<RunqProbe, String> {
+    pub fn start() -> Result<RunqProbe, ProbeError> {
         let mut ebpf = load::load_object(objects::RUNQ, &[])?;
         load::attach_all(
             &mut ebpf,
@@ -59,13 +59,11 @@ impl RunqProbe {
             let d = Hist::delta(&raw, self.prev.get(&pid));
             self.prev.insert(pid, raw);
             if let Some(p50) = d.quantile(0.5) {
-                r.signals.insert("runq_p50_us".into(), p50);
+                r.signals.set(Sig::RunqP50Us, p50);
                 r.signals
-                    .insert("runq_p99_us".into(), d.quantile(0.99).unwrap_or(p50));
-                if let Some(m) = d.max_in_interval() {
-                    r.signals.insert("runq_max_us".into(), m);
-                }
-                r.histograms.insert("runq_us".into(), d.nonzero());
+                    .set(Sig::RunqP99Us, d.quantile(0.99).unwrap_or(p50));
+                r.signals.set_opt(Sig::RunqMaxUs, d.max_in_interval());
+                r.histograms.insert(HistKind::RunqUs, d.nonzero());
             }
         }
     }

@@ -1,8 +1,8 @@
 //! Draw time of the main view for 64 ranks x 8 GPUs at 160x45 (target: under 2 ms).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kitty_core::frame::*;
-use kitty_tui::tui::{app::App, draw::draw, keymap::KeyMap};
+use kitty_core::model::*;
+use kitty_tui::tui::{app::App, keymap::KeyMap, views::draw};
 use ratatui::{backend::TestBackend, Terminal};
 use std::time::Duration;
 
@@ -17,20 +17,20 @@ fn frame(t: u64) -> Frame {
     for i in 0..64u32 {
         let mut s = Signals::new();
         for (k, v) in [
-            ("cpu_pct", 50.0 + i as f64),
+            (Sig::CpuPct, 50.0 + i as f64),
             (
-                "run_delay_ms_per_s",
+                Sig::RunDelayMsPerS,
                 if i == 7 { 300.0 } else { 1.0 + (t % 5) as f64 },
             ),
-            ("migrations_per_s", 3.0),
-            ("affinity_cpus", 8.0),
-            ("retrans_per_s", 0.0),
-            ("out_segs_per_s", 4000.0),
-            ("tx_queue_bytes", 1000.0),
-            ("bytes_sent_per_s", 1e9),
-            ("srtt_max_us", 50.0),
+            (Sig::MigrationsPerS, 3.0),
+            (Sig::AffinityCpus, 8.0),
+            (Sig::RetransPerS, 0.0),
+            (Sig::OutSegsPerS, 4000.0),
+            (Sig::TxQueueBytes, 1000.0),
+            (Sig::BytesSentPerS, 1e9),
+            (Sig::SrttMaxUs, 50.0),
         ] {
-            s.insert(k.into(), v);
+            s.set(k, v);
         }
         f.ranks.push(RankFrame {
             key: ProcKey {
@@ -57,12 +57,9 @@ fn frame(t: u64) -> Frame {
         f.gpus.push(GpuFrame {
             index: g,
             name: "H200".into(),
-            signals: [
-                ("util_pct".to_string(), 97.0),
-                ("sm_clock_mhz".to_string(), 1980.0),
-            ]
-            .into(),
-            status: "ok".into(),
+            signals: [(Sig::UtilPct, 97.0), (Sig::SmClockMhz, 1980.0)]
+                .into_iter()
+                .collect(),
             throttle: if g == 3 {
                 vec!["hw_slowdown".into()]
             } else {

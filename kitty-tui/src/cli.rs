@@ -1,12 +1,18 @@
-//! Command-line interface (the contract in DESIGN.md).
+//! Command-line interface (a contract: scripts and tests rely on it): the commands and
+//! their options, each command with only the options it uses, every
+//! duration and rate bounded with a one-line error. Parsing only: `cmd`
+//! carries the commands out.
 
+use crate::demo::{DemoArgs, FlowArgs, RankArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kitty-tui",
     version,
+    args_conflicts_with_subcommands = true,
     about = "Live straggler triage for distributed GPU training jobs",
     long_about = "Live straggler triage for distributed GPU training jobs.\n\n\
         Watches processes with KITTY_WATCH=1 in their environment (or --pid), compares each \
@@ -20,146 +26,151 @@ use std::path::PathBuf;
         kitty-tui replay run.kitty\n  \
         sudo kitty-tui snapshot --json --duration 5s | jq .verdicts\n  \
         sudo kitty-tui demo --straggler net-delay    50 ms on one rank's link\n  \
-        sudo kitty-tui profile --pid 4242 --format svg -o rank3.svg"
+        sudo kitty-tui profile --pid 4242 --format svg -o rank3.svg\n\n\
+        Exit status: 0 success, 1 a runtime failure (or a doctor check failed), \
+        2 a usage error (bad option or argument), 141 output closed early (a closed pipe)."
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub common: Common,
-    /// Record the live session to FILE while viewing.
-    #[arg(long, value_name = "FILE", global = false)]
-    pub record: Option<PathBuf>,
+    pub live: LiveArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+/// The live TUI's options.
 #[derive(Args, Debug, Clone)]
-pub struct Common {
-    /// Sampling interval (e.g. 500ms, 1s).
-    #[arg(long, global = true, default_value = "500ms", value_parser = parse_interval)]
-    pub interval: std::time::Duration,
-    /// Where the host's /proc is (e.g. /host/proc under kubectl debug).
-    #[arg(long, global = true, default_value = "/proc", value_name = "DIR")]
-    pub proc_root: PathBuf,
-    /// Also watch this pid (repeatable); for `profile`, the process to profile.
-    #[arg(long = "pid", global = true, value_name = "PID")]
+pub struct LiveArgs {
+    #[command(flatten)]
+    pub sampling: Sampling,
+    /// Record the live session to FILE while viewing.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Replace an existing file that is not a kitty recording.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// How the node is sampled: for every command that samples.
+#[derive(Args, Debug, Clone)]
+pub struct Sampling {
+    /// Sampling interval (50ms to 60s).
+    #[arg(long, default_value = "500ms", value_parser = interval)]
+    pub interval: Duration,
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Also watch this pid (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
     /// Environment marker of watched processes.
-    #[arg(
-        long,
-        global = true,
-        default_value = "KITTY_WATCH=1",
-        value_name = "KEY=VALUE"
-    )]
+    #[arg(long, default_value = "KITTY_WATCH=1", value_name = "KEY=VALUE")]
     pub watch_env: String,
     /// Do not open sock_diag sockets; read /proc/<pid>/net/tcp only.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_sock_diag: bool,
+}
+
+/// What kitty may load and where it looks: for sampling and `doctor`.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Where the host's /proc is (e.g. /host/proc under kubectl debug).
+    #[arg(long, default_value = "/proc", value_name = "DIR")]
+    pub proc_root: PathBuf,
     /// No GPU telemetry (do not load NVML).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_gpu: bool,
     /// Do not load the eBPF probes (raw RTT, run-queue latency, flows, events).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_ebpf: bool,
     /// Load this libnvidia-ml.so.1 instead of the system's.
-    #[arg(long, global = true, env = "KITTY_NVML_LIB", value_name = "PATH")]
+    #[arg(long, env = "KITTY_NVML_LIB", value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
 }
 
-fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    let d = kitty_core::timefmt::parse_duration(s)?;
-    if d < std::time::Duration::from_millis(50) {
-        return Err("interval must be at least 50ms".into());
+/// Bounds of the options, in one place (and in `--help`).
+pub mod bounds {
+    use std::time::Duration;
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
+    pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+    /// A recording or snapshot of at most a year.
+    pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+    pub const MAX_GRACE: Duration = Duration::from_secs(86_400);
+    pub const MAX_FAULT_AFTER: Duration = Duration::from_secs(3_600);
+}
+
+fn bounded(s: &str, min: Duration, max: Duration, what: &str) -> Result<Duration, String> {
+    // humantime accepts "18446744073709551615s" and overflows later: bound
+    // the number of seconds first.
+    let d = kitty_core::model::time::parse_duration(s)?;
+    if d < min || d > max {
+        return Err(format!(
+            "{what} must be between {} and {}, got {s}",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
     }
     Ok(d)
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    kitty_core::timefmt::parse_duration(s)
+fn interval(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        bounds::MIN_INTERVAL,
+        bounds::MAX_INTERVAL,
+        "the interval",
+    )
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_millis(1),
+        bounds::MAX_DURATION,
+        "the duration",
+    )
+}
+
+fn grace(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::ZERO, bounds::MAX_GRACE, "the grace period")
+}
+
+fn fault_after(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::ZERO, bounds::MAX_FAULT_AFTER, "--fault-after")
+}
+
+fn profile_duration(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_millis(100),
+        kitty_probe_ebpf::profile::MAX_DURATION,
+        "the profile duration",
+    )
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record frames to a file without a UI (SIGINT/SIGTERM close it cleanly).
-    Record {
-        /// Output file.
-        #[arg(short, long, value_name = "FILE")]
-        output: PathBuf,
-        /// Stop after this long (default: until interrupted).
-        #[arg(long, value_parser = parse_duration)]
-        duration: Option<std::time::Duration>,
-    },
+    Record(RecordArgs),
     /// Sample for a while and print the final state as one JSON document.
-    Snapshot {
-        /// Print JSON (the only format; kept for scripts that pass it).
-        #[arg(long)]
-        json: bool,
-        /// How long to sample before printing.
-        #[arg(long, default_value = "3s", value_parser = parse_duration)]
-        duration: std::time::Duration,
-    },
+    Snapshot(SnapshotArgs),
     /// What works on this node and why not.
-    Doctor {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Doctor(DoctorArgs),
     /// Serve Prometheus / OpenMetrics metrics, /healthz and /api/snapshot over HTTP.
-    Serve {
-        /// Address to listen on. The data names processes and peers: binding
-        /// all interfaces (0.0.0.0) is an explicit choice.
-        #[arg(long, default_value = "127.0.0.1:9100")]
-        listen: std::net::SocketAddr,
-        /// Keep an exited rank's series this long.
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
-        grace: std::time::Duration,
-        /// Opt-in per-socket series: at most N sockets per rank (0: none).
-        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=64))]
-        socket_series: u32,
-    },
+    Serve(ServeArgs),
     /// Open the TUI over a recording (pause, step, seek, speed).
-    Replay {
-        file: PathBuf,
-        /// Print frames as text instead of opening the TUI.
-        #[arg(long)]
-        dump: bool,
-    },
+    Replay(ReplayArgs),
     /// Convert a recording into rows for pandas, jq or a spreadsheet.
-    Export {
-        file: PathBuf,
-        #[arg(long, value_enum, default_value = "jsonl")]
-        format: ExportFormat,
-        /// Output file (default: stdout).
-        #[arg(short, long, value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
-    /// On-CPU profile of one process, given with --pid (perf_event BPF,
-    /// blazesym symbols): folded stacks (inferno-flamegraph, speedscope) or
-    /// an SVG flame graph.
-    Profile {
-        /// How long to sample (at most 60s).
-        #[arg(long, default_value = "5s", value_parser = parse_duration)]
-        duration: std::time::Duration,
-        /// Samples per second per CPU (1 to 999).
-        #[arg(long, default_value_t = 99)]
-        frequency: u64,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "folded")]
-        format: ProfileFormat,
-        /// Each thread as its own root instead of merged stacks.
-        #[arg(long)]
-        per_thread: bool,
-        /// Write here instead of standard output.
-        #[arg(short, long, value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
+    Export(ExportArgs),
+    /// On-CPU profile of one process (perf_event BPF, blazesym symbols):
+    /// folded stacks (inferno-flamegraph, speedscope) or an SVG flame graph.
+    Profile(ProfileArgs),
     /// Start a small local ring all-reduce job with a straggler and watch it.
-    Demo(DemoArgs),
+    Demo(DemoCmd),
     /// One rank of the demo job (started by `demo`).
     #[command(hide = true)]
-    DemoRank(crate::demo::ring::RankArgs),
+    DemoRank(RankArgs),
     /// One TCP flow, sender or sink (used by the network tests).
     #[command(hide = true)]
-    DemoFlow(crate::demo::flow::FlowArgs),
+    DemoFlow(FlowArgs),
     /// The demo's CPU hog (started by `demo`).
     #[command(hide = true)]
     DemoHog {
@@ -171,34 +182,128 @@ pub enum Command {
     },
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct DemoArgs {
-    /// Number of ranks.
-    #[arg(long, default_value_t = 4)]
-    pub ranks: u32,
-    /// Which fault to inject into one rank.
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub straggler: Straggler,
-    /// Run headless for this long and print a snapshot instead of the TUI.
-    #[arg(long, value_parser = parse_duration)]
-    pub headless: Option<std::time::Duration>,
-    /// Network stragglers: how long the job runs healthy before the fault.
-    #[arg(long, default_value = "3s", value_parser = parse_duration)]
-    pub fault_after: std::time::Duration,
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub sampling: Sampling,
+    /// Output file, or - for standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Stop after this long (at least one interval; default: until interrupted).
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
+    /// Replace an existing file that is not a kitty recording.
+    #[arg(long)]
+    pub force: bool,
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Straggler {
-    /// A busy process pinned to the CPU of one pinned rank.
-    Cpu,
-    /// A healthy job: no verdict should appear.
-    None,
-    /// Root: ranks in network namespaces; 50 ms of delay on one rank's link.
-    NetDelay,
-    /// Root: ranks in network namespaces; 5 % of one rank's frames dropped.
-    NetLoss,
-    /// Root: ranks in network namespaces; one rank's sending throttled to 8 Mbit/s.
-    NetThrottle,
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    #[command(flatten)]
+    pub sampling: Sampling,
+    /// Print JSON (the only format; kept for scripts that pass it).
+    #[arg(long)]
+    pub json: bool,
+    /// How long to sample before printing (at least one interval; long
+    /// enough by default for a verdict to be raised).
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub duration: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub sampling: Sampling,
+    /// Address to listen on. The data names processes and peers: binding
+    /// all interfaces (0.0.0.0) is an explicit choice.
+    #[arg(long, default_value = "127.0.0.1:9100")]
+    pub listen: std::net::SocketAddr,
+    /// Keep an exited rank's series this long (at most 24h).
+    #[arg(long, default_value = "60s", value_parser = grace)]
+    pub grace: Duration,
+    /// Opt-in per-socket series: at most N sockets per rank (0: none).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub socket_series: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    pub file: PathBuf,
+    /// Print frames as text instead of opening the TUI.
+    #[arg(long)]
+    pub dump: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    pub file: PathBuf,
+    /// JSON Lines (every table in one stream, a `kind` per row) or CSV (one table).
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+    /// The table a CSV export writes.
+    #[arg(long, value_enum, default_value = "ranks")]
+    pub table: ExportTable,
+    /// Output file, or - for standard output (the default).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace an existing file that is not a kitty export.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    /// The process to profile.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// How long to sample (100ms to 60s).
+    #[arg(long, default_value = "5s", value_parser = profile_duration)]
+    pub duration: Duration,
+    /// Samples per second per CPU (1 to 999).
+    #[arg(long, default_value_t = 99,
+          value_parser = clap::value_parser!(u64).range(1..=kitty_probe_ebpf::profile::MAX_FREQUENCY_HZ))]
+    pub frequency: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "folded")]
+    pub format: ProfileFormat,
+    /// Each thread as its own root instead of merged stacks.
+    #[arg(long)]
+    pub per_thread: bool,
+    /// Output file, or - for standard output (the default).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace an existing file that is not a kitty profile.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoCmd {
+    #[command(flatten)]
+    pub sampling: Sampling,
+    #[command(flatten)]
+    pub demo: DemoArgs,
+    /// Run headless for this long and print a snapshot instead of the TUI.
+    #[arg(long, value_parser = duration)]
+    pub headless: Option<Duration>,
+    /// Network stragglers: how long the job runs healthy before the fault.
+    #[arg(long, default_value = "3s", value_parser = fault_after)]
+    pub fault_after: Duration,
+    /// Record the session to FILE while viewing.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Replace an existing file that is not a kitty recording.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,4 +316,71 @@ pub enum ProfileFormat {
 pub enum ExportFormat {
     Jsonl,
     Csv,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportTable {
+    /// One row per rank per frame: identity, then every rank signal.
+    Ranks,
+    /// One row per frame: the host signals.
+    Host,
+    /// One row per GPU per frame.
+    Gpus,
+    /// One row per verdict in force per frame.
+    Verdicts,
+    /// One row per event.
+    Events,
+}
+
+impl ExportTable {
+    pub fn table(self) -> kitty_core::sinks::export::Table {
+        use kitty_core::sinks::export::Table;
+        match self {
+            ExportTable::Ranks => Table::Ranks,
+            ExportTable::Host => Table::Host,
+            ExportTable::Gpus => Table::Gpus,
+            ExportTable::Verdicts => Table::Verdicts,
+            ExportTable::Events => Table::Events,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_durations_are_refused_with_one_line() {
+        for bad in ["18446744073709551615s", "100000h", "10ms", "0s"] {
+            let e = interval(bad).unwrap_err();
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        assert_eq!(interval("1s").unwrap(), Duration::from_secs(1));
+        assert!(duration("18446744073709551615s").is_err());
+        assert!(grace("25h").is_err());
+    }
+
+    #[test]
+    fn each_command_lists_only_its_options() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let names = |sub: &str| -> Vec<String> {
+            cmd.find_subcommand(sub)
+                .unwrap()
+                .get_arguments()
+                .filter_map(|a| a.get_long().map(str::to_string))
+                .collect()
+        };
+        let replay = names("replay");
+        for flag in ["pid", "proc-root", "no-ebpf", "interval"] {
+            assert!(!replay.contains(&flag.to_string()), "replay lists --{flag}");
+            assert!(
+                !names("export").contains(&flag.to_string()),
+                "export lists --{flag}"
+            );
+        }
+        assert!(names("record").contains(&"interval".to_string()));
+        assert!(names("doctor").contains(&"proc-root".to_string()));
+        cmd.debug_assert();
+    }
 }

@@ -1,16 +1,18 @@
-//! kitty-tui: the command-line entry point. Parses arguments, dispatches to
-//! a command, and turns every error into one clear line on stderr.
+//! kitty-tui: the command-line entry point. Parses arguments, runs the
+//! command, and turns every error into one line on stderr and its exit
+//! status (see `error`).
 
 use clap::Parser;
-use kitty_tui::{cli, cmd};
+use kitty_tui::{cli, cmd, error};
 
 fn main() {
     let cli = cli::Cli::parse();
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,
+        Err(e) if error::is_closed_pipe(&e) => error::CLOSED_PIPE,
         Err(e) => {
-            eprintln!("kitty-tui: {e}");
-            2
+            eprintln!("kitty-tui: {e:#}");
+            error::code_of(&e)
         }
     };
     std::process::exit(code);

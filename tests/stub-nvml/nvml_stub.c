@@ -86,7 +86,19 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int n) {
     snprintf(v, n, "%s", d);
     return OK;
 }
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c) { *c = (unsigned int)num("count", 0); return OK; }
+/* kitty polls the count first: the second call means the first poll is
+ * complete, which the stub notes in "$KITTY_NVML_STUB.polled" for tests. */
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c) {
+    static int polls;
+    if (++polls == 2) {
+        char marker[4096];
+        snprintf(marker, sizeof marker, "%s.polled", getenv("KITTY_NVML_STUB"));
+        FILE *m = fopen(marker, "w");
+        if (m) fclose(m);
+    }
+    *c = (unsigned int)num("count", 0);
+    return OK;
+}
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d) {
     if (i >= (unsigned int)num("count", 0)) return INVALID_ARG;
     if (gnum(i, "lost", 0)) return GPU_LOST;

@@ -5,7 +5,7 @@
 use super::labels::{filter_environ, labels_from};
 use super::process::read_start_time;
 use super::Roots;
-use crate::frame::{Labels, ProcKey};
+use crate::model::{Labels, ProcKey, Text};
 use std::collections::HashSet;
 
 #[derive(Debug, Clone)]
@@ -38,12 +38,25 @@ impl WatchRule {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Watched {
     pub key: ProcKey,
-    pub comm: String,
+    pub comm: Text,
     pub labels: Labels,
     /// /proc/<pid>/cgroup and the network namespace, refreshed with each
     /// discovery rather than read every tick.
     pub cgroup: String,
     pub netns: Option<u64>,
+}
+
+impl Watched {
+    /// Re-reads the cgroup and network namespace (they can change; the
+    /// labels from the environment cannot).
+    pub fn refresh_placement(&mut self, dir: &std::path::Path) {
+        if let Ok(cg) = std::fs::read_to_string(dir.join("cgroup")) {
+            self.cgroup = cg;
+        }
+        if let Some(ns) = super::process::read_netns(dir) {
+            self.netns = Some(ns);
+        }
+    }
 }
 
 /// Seconds a process must have run before "not watched" is remembered.
@@ -61,16 +74,18 @@ fn settled(dir: &std::path::Path, uptime: Option<f64>) -> bool {
 
 /// Lists the watched processes under the proc root.
 pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>> {
-    discover_skipping(roots, rule, &HashSet::new()).map(|(w, _)| w)
+    discover_skipping(roots, rule, &HashSet::new(), None).map(|(w, _)| w)
 }
 
 /// Like [`discover`], but does not look again at `skip` (pids already found
-/// unwatched: a process's environment is fixed at exec). Returns the watched
-/// processes and the pids examined and found unwatched.
+/// unwatched, or already watched: a process's environment is fixed at exec),
+/// and with `only`, looks at those pids alone. Returns the watched processes
+/// and the pids examined and found unwatched.
 pub fn discover_skipping(
     roots: &Roots,
     rule: &WatchRule,
     skip: &HashSet<u32>,
+    only: Option<&[u32]>,
 ) -> std::io::Result<(Vec<Watched>, Vec<u32>)> {
     let me = std::process::id();
     let mut out = Vec::new();
@@ -78,23 +93,22 @@ pub fn discover_skipping(
     let uptime = std::fs::read_to_string(roots.proc.join("uptime"))
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok());
-    for entry in std::fs::read_dir(&roots.proc)? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    let pids: Vec<u32> = match only {
+        Some(list) => list.to_vec(),
+        None => std::fs::read_dir(&roots.proc)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .collect(),
+    };
+    for pid in pids {
         if pid == me || skip.contains(&pid) {
             continue;
         }
-        let dir = entry.path();
+        let dir = roots.pid_dir(pid);
         let explicit = rule.pids.contains(&pid);
         // environ is unreadable for other users' processes without privilege,
         // and vanishes when the process exits: both mean "not watched".
-        let env = match std::fs::read(dir.join("environ")) {
+        let env = match read_environ(&dir) {
             Ok(blob) => filter_environ(&blob, &rule.key),
             Err(_) if explicit => Vec::new(),
             Err(_) => {
@@ -119,7 +133,7 @@ pub fn discover_skipping(
         let netns = super::process::read_netns(&dir);
         out.push(Watched {
             key: ProcKey { pid, start_time },
-            comm,
+            comm: Text::new(&comm),
             labels,
             cgroup,
             netns,
@@ -127,6 +141,17 @@ pub fn discover_skipping(
     }
     out.sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));
     Ok((out, unwatched))
+}
+
+/// The environment, at most 1 MiB of it (the listed keys come first in
+/// practice; a process cannot make kitty read gigabytes).
+fn read_environ(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(dir.join("environ"))?
+        .take(1 << 20)
+        .read_to_end(&mut out)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -189,8 +214,13 @@ mod tests {
             .unwrap();
         // Let both finish exec: before it, /proc shows the parent's environment.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let (found, unwatched) =
-            discover_skipping(&Roots::default(), &WatchRule::default(), &HashSet::new()).unwrap();
+        let (found, unwatched) = discover_skipping(
+            &Roots::default(),
+            &WatchRule::default(),
+            &HashSet::new(),
+            None,
+        )
+        .unwrap();
         assert!(
             !unwatched.contains(&plain.id()),
             "a young process is not remembered"
@@ -208,7 +238,15 @@ mod tests {
         assert!(found.iter().any(|w| w.key.pid == marked.id()));
         let skip: HashSet<u32> = [marked.id()].into();
         let (found, _) =
-            discover_skipping(&Roots::default(), &WatchRule::default(), &skip).unwrap();
+            discover_skipping(&Roots::default(), &WatchRule::default(), &skip, None).unwrap();
+        let (only, _) = discover_skipping(
+            &Roots::default(),
+            &WatchRule::default(),
+            &HashSet::new(),
+            Some(&[marked.id()]),
+        )
+        .unwrap();
+        assert_eq!(only.len(), 1, "`only` looks at the listed pids alone");
         let _ = (marked.kill(), plain.kill(), marked.wait(), plain.wait());
         assert!(
             !found.iter().any(|w| w.key.pid == marked.id()),

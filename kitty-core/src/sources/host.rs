@@ -49,6 +49,10 @@ pub fn read_host(roots: &Roots) -> HostSample {
     h
 }
 
+/// /proc/stat's keys for the run queue (not signal names, though alike).
+const STAT_RUNNING: &str = "procs_running"; // not a signal
+const STAT_BLOCKED: &str = "procs_blocked"; // not a signal
+
 pub fn parse_stat(text: &str, h: &mut HostSample) {
     for line in text.lines() {
         let mut it = line.split_whitespace();
@@ -67,9 +71,9 @@ pub fn parse_stat(text: &str, h: &mut HostSample) {
             } else {
                 h.cpu_each.push(pair);
             }
-        } else if key == "procs_running" {
+        } else if key == STAT_RUNNING {
             h.procs_running = it.next().and_then(|v| v.parse().ok());
-        } else if key == "procs_blocked" {
+        } else if key == STAT_BLOCKED {
             h.procs_blocked = it.next().and_then(|v| v.parse().ok());
         }
     }
@@ -130,6 +134,7 @@ pub fn parse_net_dev(text: &str) -> BTreeMap<String, (u64, u64)> {
 fn statvfs(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; all zeroes is a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid NUL-terminated path, s a valid out-pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {

@@ -2,7 +2,7 @@
 //! and container from /proc/<pid>/cgroup. Only the listed keys are ever kept:
 //! the environment holds secrets.
 
-use crate::frame::Labels;
+use crate::model::{Labels, Text};
 
 pub const RANK_KEYS: &[&str] = &["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];
 pub const LOCAL_RANK_KEYS: &[&str] = &["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
@@ -49,13 +49,13 @@ pub fn labels_from(env: &[(String, String)], cgroup: &str) -> Labels {
         rank: first(env, RANK_KEYS).and_then(|v| v.trim().parse().ok()),
         local_rank: first(env, LOCAL_RANK_KEYS).and_then(|v| v.trim().parse().ok()),
         world_size: first(env, WORLD_SIZE_KEYS).and_then(|v| v.trim().parse().ok()),
-        job: first(env, JOB_KEYS).map(str::to_string),
+        job: first(env, JOB_KEYS).map(Text::new),
         ..Default::default()
     };
     let c = container_from_cgroup(cgroup);
-    labels.pod_uid = c.pod_uid;
-    labels.container_id = c.container_id;
-    labels.runtime = c.runtime;
+    labels.pod_uid = c.pod_uid.as_deref().map(Text::new);
+    labels.container_id = c.container_id.as_deref().map(Text::new);
+    labels.runtime = c.runtime.as_deref().map(Text::new);
     labels
 }
 

@@ -1,5 +1,8 @@
-//! Sources: readers of the live system. Each returns raw samples; rates and
-//! verdicts are computed elsewhere from two samples.
+//! Sources: readers of the live system. The procfs readers return raw
+//! samples that the sampler turns into frames; the other sources (NVML here,
+//! the eBPF probes in their own crate, a demo job's own reports) are
+//! [`Enricher`]s that add to each frame. Rates and verdicts are computed
+//! elsewhere.
 
 pub mod cgroup;
 pub mod discovery;
@@ -13,6 +16,16 @@ pub mod sockdiag;
 pub mod tcp_table;
 
 use std::path::{Path, PathBuf};
+
+/// A source that adds to every frame after the sampler built it (GPU data,
+/// probe signals and events, a job's own step times). Enrichers run on the
+/// sampling thread in the order the pipeline lists them and must not block:
+/// slow work belongs on the source's own thread.
+pub trait Enricher: Send {
+    /// The source's name, for logs and the architecture's pipeline listing.
+    fn name(&self) -> &'static str;
+    fn enrich(&mut self, frame: &mut crate::model::Frame);
+}
 
 /// Where the host's /proc lives (`/proc`, or `/host/proc` under kubectl debug)
 /// and the root of the filesystem that holds it (for /sys and /dev/shm).

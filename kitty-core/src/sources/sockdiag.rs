@@ -7,7 +7,7 @@
 //! is shared by every rank of a pod.
 
 use super::tcp_table::{state_name, SocketRaw};
-use crate::frame::TcpInfo;
+use crate::model::TcpInfo;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
@@ -21,6 +21,25 @@ use std::collections::HashMap;
 use std::net::SocketAddr as InetAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+
+/// Why sock_diag could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SockDiagError {
+    #[error("sock_diag {0}: {1}")]
+    Io(&'static str, std::io::Error),
+    #[error("open netns: {0}")]
+    Netns(std::io::Error),
+    #[error("setns: {0} (needs CAP_SYS_ADMIN)")]
+    Setns(std::io::Error),
+    #[error("sock_diag: {0}")]
+    Kernel(String),
+    #[error("sock_diag decode: {0}")]
+    Decode(String),
+    #[error("netns helper thread panicked")]
+    Helper,
+}
+
+type Result<T> = std::result::Result<T, SockDiagError>;
 
 /// One open sock_diag socket per network namespace, with the socket ids
 /// learnt from its last full dump.
@@ -47,7 +66,7 @@ const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 const BATCH: usize = 64;
 
 impl SockDiag {
-    fn ns(&mut self, netns: u64, pid_dir: &Path) -> Result<&mut Ns, String> {
+    fn ns(&mut self, netns: u64, pid_dir: &Path) -> Result<&mut Ns> {
         Ok(match self.by_netns.entry(netns) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(Ns {
@@ -60,7 +79,7 @@ impl SockDiag {
     }
 
     /// All TCP sockets (v4 and v6) of the namespace that `pid_dir`'s process lives in.
-    pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>, String> {
+    pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>> {
         let ns = self.ns(netns, pid_dir)?;
         let mut out = HashMap::new();
         let mut ids = HashMap::new();
@@ -84,7 +103,7 @@ impl SockDiag {
         netns: u64,
         pid_dir: &Path,
         wanted: &[u64],
-    ) -> Result<HashMap<u64, SocketRaw>, String> {
+    ) -> Result<HashMap<u64, SocketRaw>> {
         let ns = self.ns(netns, pid_dir)?;
         let fresh = ns.dumped_at.is_some_and(|t| t.elapsed() < FULL_DUMP_EVERY);
         let new_socket = wanted
@@ -124,11 +143,11 @@ impl SockDiag {
     }
 }
 
-fn new_socket() -> Result<Socket, String> {
-    let mut s = Socket::new(NETLINK_SOCK_DIAG).map_err(|e| format!("sock_diag socket: {e}"))?;
-    s.bind_auto().map_err(|e| format!("sock_diag bind: {e}"))?;
+fn new_socket() -> Result<Socket> {
+    let mut s = Socket::new(NETLINK_SOCK_DIAG).map_err(|e| SockDiagError::Io("socket", e))?;
+    s.bind_auto().map_err(|e| SockDiagError::Io("bind", e))?;
     s.connect(&SocketAddr::new(0, 0))
-        .map_err(|e| format!("sock_diag connect: {e}"))?;
+        .map_err(|e| SockDiagError::Io("connect", e))?;
     Ok(s)
 }
 
@@ -143,26 +162,23 @@ fn same_netns_as_me(pid_dir: &Path) -> bool {
 }
 
 /// Opens a sock_diag socket inside the network namespace of a process.
-pub fn open_in_netns(pid_dir: &Path) -> Result<Socket, String> {
+pub fn open_in_netns(pid_dir: &Path) -> Result<Socket> {
     if same_netns_as_me(pid_dir) {
         return new_socket();
     }
-    let ns = std::fs::File::open(pid_dir.join("ns/net")).map_err(|e| format!("open netns: {e}"))?;
+    let ns = std::fs::File::open(pid_dir.join("ns/net")).map_err(SockDiagError::Netns)?;
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 // SAFETY: setns on this helper thread only; the thread ends right after.
                 let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
                 if rc != 0 {
-                    return Err(format!(
-                        "setns: {} (needs CAP_SYS_ADMIN)",
-                        std::io::Error::last_os_error()
-                    ));
+                    return Err(SockDiagError::Setns(std::io::Error::last_os_error()));
                 }
                 new_socket()
             })
             .join()
-            .map_err(|_| "netns helper thread panicked".to_string())?
+            .map_err(|_| SockDiagError::Helper)?
     })
 }
 
@@ -171,7 +187,7 @@ fn dump_family(
     family: u8,
     out: &mut HashMap<u64, SocketRaw>,
     ids: &mut HashMap<u64, (u8, SocketId)>,
-) -> Result<(), String> {
+) -> Result<()> {
     let socket_id = if family == AF_INET {
         SocketId::new_v4()
     } else {
@@ -179,11 +195,11 @@ fn dump_family(
     };
     let buf = request(family, socket_id, NLM_F_REQUEST | NLM_F_DUMP, 0);
     sock.send(&buf, 0)
-        .map_err(|e| format!("sock_diag send: {e}"))?;
+        .map_err(|e| SockDiagError::Io("send", e))?;
 
     receive(sock, |payload| match payload {
         NetlinkPayload::Done(_) => Some(Ok(())),
-        NetlinkPayload::Error(e) => Some(Err(format!("sock_diag: {e}"))),
+        NetlinkPayload::Error(e) => Some(Err(SockDiagError::Kernel(e.to_string()))),
         NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
             let (raw, id) = to_raw(*r);
             ids.insert(raw.inode, (family, id));
@@ -198,17 +214,17 @@ fn dump_family(
 /// it is done (Some) or the socket fails.
 fn receive(
     sock: &mut Socket,
-    mut on: impl FnMut(NetlinkPayload<SockDiagMessage>) -> Option<Result<(), String>>,
-) -> Result<(), String> {
+    mut on: impl FnMut(NetlinkPayload<SockDiagMessage>) -> Option<Result<()>>,
+) -> Result<()> {
     let mut rx = vec![0u8; 64 * 1024];
     loop {
         let n = sock
             .recv(&mut &mut rx[..], 0)
-            .map_err(|e| format!("sock_diag recv: {e}"))?;
+            .map_err(|e| SockDiagError::Io("recv", e))?;
         let mut off = 0;
         while off < n {
             let m = NetlinkMessage::<SockDiagMessage>::deserialize(&rx[off..n])
-                .map_err(|e| format!("sock_diag decode: {e}"))?;
+                .map_err(|e| SockDiagError::Decode(e.to_string()))?;
             let len = m.header.length as usize;
             if let Some(done) = on(m.payload) {
                 return done;
@@ -267,13 +283,13 @@ fn query_exact(
     sock: &mut Socket,
     ids: &[(u8, SocketId)],
     out: &mut HashMap<u64, SocketRaw>,
-) -> Result<(), String> {
+) -> Result<()> {
     let mut buf = Vec::with_capacity(ids.len() * 72);
     for (i, (family, id)) in ids.iter().enumerate() {
         buf.extend_from_slice(&request(*family, id.clone(), NLM_F_REQUEST, i as u32 + 1));
     }
     sock.send(&buf, 0)
-        .map_err(|e| format!("sock_diag send: {e}"))?;
+        .map_err(|e| SockDiagError::Io("send", e))?;
     let mut answers = 0;
     receive(sock, |payload| {
         answers += 1;

@@ -16,7 +16,7 @@ pub struct SocketRaw {
     pub state: &'static str,
     pub tx_queue: u64,
     pub rx_queue: u64,
-    pub info: Option<crate::frame::TcpInfo>,
+    pub info: Option<crate::model::TcpInfo>,
 }
 
 pub fn state_name(code: u8) -> &'static str {

@@ -2,7 +2,9 @@
 /* Events that explain a rank that vanished or a node in trouble: OOM kills
  * (victim and the task whose allocation triggered it), watched processes that
  * die from a fatal signal, and execve, rate-limited at the source by a token
- * bucket whose overflow is counted, never silently dropped. */
+ * bucket whose overflow is counted, never silently dropped. New processes
+ * (exec, fork) also tell the user side which pids to look at next tick, so a
+ * new rank is discovered at once rather than at the next scan. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -14,7 +16,7 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile u64 exec_rate = 150;
 const volatile u64 exec_burst = 300;
 
-enum kind { EV_OOM = 1, EV_FATAL_SIGNAL = 2, EV_EXEC = 3 };
+enum kind { EV_OOM = 1, EV_FATAL_SIGNAL = 2, EV_EXEC = 3, EV_FORK = 4 };
 
 struct event {
 	u32 kind;
@@ -43,10 +45,11 @@ struct bucket {
 	u64 last_ns;
 };
 
-/* Per CPU: no lock; the rate is per CPU, which still bounds a storm. */
+/* Per CPU: no lock; the rate is per CPU, which still bounds a storm.
+ * Slot 0 for execs, slot 1 for forks. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, u32);
 	__type(value, struct bucket);
 } exec_bucket SEC(".maps");
@@ -65,10 +68,9 @@ static __always_inline void bump(u32 idx)
 		*n += 1;
 }
 
-static __always_inline bool take_token(void)
+static __always_inline bool take_token(u32 slot)
 {
-	u32 zero = 0;
-	struct bucket *b = bpf_map_lookup_elem(&exec_bucket, &zero);
+	struct bucket *b = bpf_map_lookup_elem(&exec_bucket, &slot);
 	if (!b)
 		return false;
 	u64 now = bpf_ktime_get_ns();
@@ -131,7 +133,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(ev_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
 	bump(0);
-	if (!take_token()) {
+	if (!take_token(0)) {
 		bump(1);
 		return 0;
 	}
@@ -146,6 +148,25 @@ int BPF_PROG(ev_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
 	e->actor_pid = BPF_CORE_READ(p, real_parent, tgid);
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	bpf_probe_read_kernel_str(&e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* A new process (not a thread): its pid is a discovery hint. Forks come in
+ * storms too, so they have their own bucket; a dropped hint only means the
+ * process waits for the next scan. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ev_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (child->pid != child->tgid || !take_token(1))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = EV_FORK;
+	e->pid = child->tgid;
+	e->actor_pid = parent->tgid;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -1,76 +1,79 @@
 //! `doctor`: prints the node's checks as text or JSON.
 
-use crate::cli::Common;
+use crate::cli::DoctorArgs;
+use color_eyre::eyre::Result;
+use kitty_core::doctor::{Check, CheckStatus};
 use kitty_core::sources::Roots;
+use std::io::Write;
 
 /// Loads the probes once and reports each: attached (strategy) or why not.
 /// They are released again when this returns.
-fn ebpf_checks() -> Vec<kitty_core::doctor::Check> {
-    let probes = kitty_probe_ebpf::Probes::start();
+fn ebpf_checks() -> Vec<Check> {
+    let probes = kitty_probe_ebpf::Probes::start(Default::default());
     let tried = probes.rtt_tried();
-    let profiler = match kitty_probe_ebpf::profile::check() {
-        Ok(()) => (
-            "ok",
-            "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".to_string(),
-        ),
-        Err(e) => ("warn", format!("unavailable: {e}")),
-    };
-    let mut out: Vec<kitty_core::doctor::Check> = probes
+    let profiler = kitty_probe_ebpf::profile::check()
+        .map(|()| "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".into())
+        .map_err(|e| format!("unavailable: {e}"));
+    let mut out: Vec<Check> = probes
         .statuses()
         .iter()
-        .cloned()
         .map(|(name, st)| {
-            let ok = st.is_ok();
-            let mut detail = if ok {
-                format!("attached ({})", st.strategy.unwrap_or_default())
+            let outcome = if st.is_ok() {
+                let mut detail = format!("attached ({})", st.strategy.as_deref().unwrap_or(""));
+                if *name == kitty_core::model::Source::EbpfRtt && !tried.is_empty() {
+                    detail.push_str(&format!(
+                        "; better strategies not available here: {}",
+                        tried.join("; ")
+                    ));
+                }
+                Ok(detail)
             } else {
-                format!("unavailable: {}", st.reason.unwrap_or_default())
+                Err(format!(
+                    "unavailable: {}",
+                    st.reason.as_deref().unwrap_or_default()
+                ))
             };
-            if ok && name == "ebpf.rtt" && !tried.is_empty() {
-                detail.push_str(&format!(
-                    "; better strategies not available here: {}",
-                    tried.join("; ")
-                ));
-            }
-            kitty_core::doctor::Check {
-                name,
-                status: if ok { "ok" } else { "warn" }.into(),
-                detail,
-            }
+            Check::new(name.name(), outcome, true)
         })
         .collect();
-    out.push(kitty_core::doctor::Check {
-        name: "ebpf.profile".into(),
-        status: profiler.0.into(),
-        detail: profiler.1,
-    });
+    out.push(Check::new("ebpf.profile", profiler, true));
     out
 }
 
-pub fn run(c: &Common, json: bool) -> super::Result<i32> {
-    let mut checks = kitty_core::doctor::run(&Roots::new(&c.proc_root));
-    if !c.no_gpu {
-        checks.push(kitty_core::doctor::nvml_check(c.nvml_lib.clone()));
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    kitty_version: &'static str,
+    node: String,
+    checks: &'a [Check],
+}
+
+pub fn run(a: DoctorArgs) -> Result<i32> {
+    let mut checks = kitty_core::doctor::run(&Roots::new(&a.node.proc_root));
+    if !a.node.no_gpu {
+        checks.push(kitty_core::doctor::nvml_check(a.node.nvml_lib.clone()));
     }
-    if !c.no_ebpf {
+    if !a.node.no_ebpf {
         checks.extend(ebpf_checks());
     }
-    if json {
-        let doc = serde_json::json!({
-            "kitty_version": kitty_core::KITTY_VERSION,
-            "node": kitty_core::sampler::hostname(),
-            "checks": checks,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let doc = Report {
+            kitty_version: kitty_core::KITTY_VERSION,
+            node: kitty_core::model::time::node_name(),
+            checks: &checks,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc).map_err(std::io::Error::from)?;
+        writeln!(out)?;
     } else {
         for ch in &checks {
-            let mark = match ch.status.as_str() {
-                "ok" => "ok  ",
-                "warn" => "warn",
-                _ => "FAIL",
+            let mark = match ch.status {
+                CheckStatus::Ok => "ok  ",
+                CheckStatus::Warn => "warn",
+                CheckStatus::Fail => "FAIL",
             };
-            println!("{mark}  {:<18} {}", ch.name, ch.detail);
+            writeln!(out, "{mark}  {:<18} {}", ch.name, ch.detail)?;
         }
     }
+    out.flush()?;
     Ok(kitty_core::doctor::exit_code(&checks))
 }

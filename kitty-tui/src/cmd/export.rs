@@ -1,28 +1,44 @@
-//! `export`: a recording to JSON Lines or CSV.
+//! `export`: a recording to JSON Lines or CSV, streamed frame by frame
+//! (constant memory), to standard output or a file written atomically.
 
-use crate::cli::ExportFormat;
-use kitty_core::export::{write, Format};
-use std::io::Write;
-use std::path::Path;
+use super::check_output;
+use crate::cli::{ExportArgs, ExportFormat};
+use color_eyre::eyre::{Result, WrapErr};
+use kitty_core::sinks::export::{Exporter, Format};
+use kitty_core::sinks::files::{AtomicFile, Kind, Target};
+use kitty_core::sinks::record::Reader;
+use std::io::{BufWriter, Write};
 
-pub fn run(file: &Path, format: ExportFormat, output: Option<&Path>) -> super::Result<i32> {
-    let mut r = super::replay::open(file)?;
-    let (frames, skipped) = r.read_all();
-    for e in &skipped {
-        eprintln!("kitty-tui: warning: {e}; skipped");
+pub fn run(a: ExportArgs) -> Result<i32> {
+    let (format, kind) = match a.format {
+        ExportFormat::Jsonl => (Format::Jsonl, Kind::ExportJsonl),
+        ExportFormat::Csv => (Format::Csv(a.table.table()), Kind::ExportCsv),
+    };
+    let target = match &a.output {
+        Some(p) => check_output(p, kind, a.force)?,
+        None => Target::Stdout,
+    };
+    let reader = super::replay::open(&a.file)?;
+    match target {
+        Target::Stdout => {
+            stream(reader, format, BufWriter::new(std::io::stdout().lock()))?;
+        }
+        Target::File(p) => {
+            let out = stream(reader, format, BufWriter::new(AtomicFile::create(&p)?))?;
+            out.into_inner().map_err(|e| e.into_error())?.commit()?;
+        }
     }
-    let fmt = match format {
-        ExportFormat::Jsonl => Format::Jsonl,
-        ExportFormat::Csv => Format::Csv,
-    };
-    let mut out: Box<dyn Write> = match output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
-    write(&frames, fmt, &mut out)
-        .and_then(|_| out.flush())
-        .map_err(|e| format!("export: {e}"))?;
-    Ok(0)
+    Ok(crate::error::OK)
+}
+
+/// Every readable frame into the exporter, one at a time.
+fn stream<W: Write>(mut reader: Reader, format: Format, out: W) -> Result<W> {
+    let mut e = Exporter::new(out, format);
+    for i in 0..reader.len() {
+        match reader.frame(i) {
+            Ok(f) => e.frame(&f).wrap_err("export")?,
+            Err(err) => eprintln!("kitty-tui: warning: {err}; skipped"),
+        }
+    }
+    e.finish().wrap_err("export")
 }

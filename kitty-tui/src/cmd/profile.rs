@@ -1,22 +1,44 @@
 //! `profile`: headless on-CPU profile of one process, written as folded
 //! stacks or an SVG flame graph; a summary (and what was lost) on stderr.
+//! The output is checked before sampling and written atomically after.
 
-use crate::cli::ProfileFormat;
-use kitty_probe_ebpf::profile::{self, Request};
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use super::{check_output, stop_flag};
+use crate::cli::{ProfileArgs, ProfileFormat};
+use crate::error::UsageError;
+use color_eyre::eyre::Result;
+use kitty_core::sinks::files::{AtomicFile, Kind, Target};
+use kitty_probe_ebpf::profile::{self, ProfileError, Request};
+use std::io::Write;
 
-pub fn run(
-    req: &Request,
-    format: ProfileFormat,
-    per_thread: bool,
-    output: Option<&Path>,
-) -> super::Result<i32> {
-    req.validate()?;
-    let stop = super::stop_flag();
+fn usage_or_failure(e: ProfileError) -> color_eyre::eyre::Report {
+    if e.is_usage() {
+        UsageError::new(e).into()
+    } else {
+        e.into()
+    }
+}
+
+pub fn run(a: ProfileArgs) -> Result<i32> {
+    let req = Request {
+        pid: a
+            .pid
+            .ok_or_else(|| UsageError::new(ProfileError::NoTarget))?,
+        frequency_hz: a.frequency,
+        duration: a.duration,
+    };
+    req.validate().map_err(usage_or_failure)?;
+    let kind = match a.format {
+        ProfileFormat::Folded => Kind::Folded,
+        ProfileFormat::Svg => Kind::Svg,
+    };
+    let target = match &a.output {
+        Some(p) => check_output(p, kind, a.force)?,
+        None => Target::Stdout,
+    };
+    let stop = stop_flag();
     // Said once sampling has begun (a refused profile prints only its error).
     let mut announced = false;
-    let p = profile::run(req, &stop, |_| {
+    let p = profile::run(&req, &stop, |_| {
         if !announced {
             announced = true;
             eprintln!(
@@ -26,19 +48,22 @@ pub fn run(
                 req.duration.as_secs_f64()
             );
         }
-    })?;
-    let body = match format {
-        ProfileFormat::Folded => p.folded(per_thread).into_bytes(),
-        ProfileFormat::Svg => p.svg(per_thread)?,
+    })
+    .map_err(usage_or_failure)?;
+    let body = match a.format {
+        ProfileFormat::Folded => p.folded(a.per_thread).into_bytes(),
+        ProfileFormat::Svg => p.svg(a.per_thread)?,
     };
-    match output {
-        Some(path) => std::fs::write(path, &body)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
-        None => {
-            use std::io::Write;
-            std::io::stdout()
-                .write_all(&body)
-                .map_err(|e| format!("stdout: {e}"))?;
+    match &target {
+        Target::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&body)?;
+            out.flush()?;
+        }
+        Target::File(path) => {
+            let mut f = AtomicFile::create(path)?;
+            f.write_all(&body)?;
+            f.commit()?;
         }
     }
     eprintln!(
@@ -53,10 +78,8 @@ pub fn run(
     for n in &p.notes {
         eprintln!("kitty-tui: note: {n}");
     }
-    if let Some(path) = output {
+    if let Target::File(path) = &target {
         eprintln!("kitty-tui: wrote {}", path.display());
     }
-    // Ctrl-C ends the profile early, not in error.
-    let _ = stop.load(Ordering::SeqCst);
-    Ok(0)
+    Ok(crate::error::OK)
 }

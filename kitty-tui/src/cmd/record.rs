@@ -1,57 +1,55 @@
-//! `record`: headless recorder. Exits non-zero if the sampling thread died.
+//! `record`: headless recorder. Every frame is written (lossless); exits
+//! non-zero if the sampling thread died.
 
-use kitty_core::engine::{Engine, Enricher};
-use kitty_core::record::Writer;
-use kitty_core::sampler::SamplerConfig;
-use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, Instant};
+use super::{at_least_one_interval, check_output, stop_flag};
+use crate::cli::RecordArgs;
+use crate::error;
+use crate::pipeline;
+use color_eyre::eyre::{Result, WrapErr};
+use kitty_core::engine::{Delivery, End, Engine};
+use kitty_core::sinks::files::{self as output, Kind, Target};
+use kitty_core::sinks::record::{Header, Sink, Writer};
+use std::ops::ControlFlow;
 
-pub fn run(
-    cfg: SamplerConfig,
-    enrichers: Vec<Box<dyn Enricher>>,
-    output: &Path,
-    duration: Option<Duration>,
-) -> super::Result<i32> {
-    let mut writer = Writer::create(output, &super::header_for(&cfg)).map_err(|e| e.to_string())?;
-    let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, enrichers);
-    let start = Instant::now();
-    let mut code = 0;
-    loop {
-        if stop.load(Ordering::SeqCst) || duration.is_some_and(|d| start.elapsed() >= d) {
-            break;
-        }
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(frame) => {
-                if let Err(e) = writer.append(&frame) {
-                    eprintln!("kitty-tui: {e}");
-                    code = 1;
-                    break;
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                eprintln!(
-                    "kitty-tui: the sampling thread died; {} frames were saved",
-                    writer.frames()
-                );
-                code = 1;
-                break;
-            }
-        }
+pub fn run(a: RecordArgs) -> Result<i32> {
+    let cfg = pipeline::sampler_config(&a.sampling)?;
+    if let Some(d) = a.duration {
+        at_least_one_interval("the duration", d, cfg.interval)?;
     }
+    let target = check_output(&a.output, Kind::Recording, a.force)?;
+    let sink = match &target {
+        Target::Stdout => Sink::Stream(Box::new(std::io::stdout())),
+        Target::File(p) => Sink::File(output::create_in_place(p)?),
+    };
+    let mut writer = Writer::new(
+        sink,
+        target.describe(),
+        &Header::now(&cfg.node, cfg.interval),
+    )?;
+    let pipeline = pipeline::build(&a.sampling.node, &cfg);
+    let stop = stop_flag();
+    let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
+    let end = frames.drive(&stop, a.duration, |f| {
+        writer.append(&f).map(|_| ControlFlow::Continue(()))
+    });
     engine.stop();
+    let end = end.wrap_err("recording stopped")?;
     // Frames already produced but not yet written are kept.
-    while let Ok(frame) = rx.try_recv() {
-        let _ = writer.append(&frame);
+    for f in frames.drain() {
+        writer.append(&f).wrap_err("recording stopped")?;
     }
-    let (frames, bytes) = (writer.frames(), writer.bytes());
-    writer.finish().map_err(|e| e.to_string())?;
+    let (n, bytes) = (writer.frames(), writer.bytes());
+    writer.finish()?;
+    if end == End::SourceDied {
+        eprintln!(
+            "kitty-tui: the sampling thread died; {n} frames were saved to {}",
+            target.describe()
+        );
+        return Ok(error::FAILURE);
+    }
     eprintln!(
-        "kitty-tui: recorded {frames} frames ({bytes} bytes) to {}",
-        output.display()
+        "kitty-tui: recorded {n} frames ({bytes} bytes) to {}",
+        target.describe()
     );
-    Ok(code)
+    Ok(error::OK)
 }

@@ -1,61 +1,84 @@
-//! `replay --dump`: a recording as plain text, one block per frame.
+//! `replay`: the TUI over a recording, or `--dump`: the recording as plain
+//! text, one block per frame.
 
-use kitty_core::record::Reader;
-use kitty_core::signals::format_value;
+use crate::cli::ReplayArgs;
+use color_eyre::eyre::Result;
+use kitty_core::model::format::value;
+use kitty_core::model::Sig;
+use kitty_core::sinks::record::Reader;
+use std::io::Write;
 use std::path::Path;
 
-pub fn open(file: &Path) -> super::Result<Reader> {
-    let r = Reader::open(file).map_err(|e| e.to_string())?;
+/// Opens a recording, with its warnings (truncation, damage) on stderr.
+pub fn open(file: &Path) -> Result<Reader> {
+    let r = Reader::open(file)?;
     for w in r.warnings() {
         eprintln!("kitty-tui: warning: {w}");
     }
     Ok(r)
 }
 
-pub fn dump(file: &Path) -> super::Result<i32> {
-    let mut r = open(file)?;
+pub fn run(a: ReplayArgs) -> Result<i32> {
+    let r = open(&a.file)?;
+    if a.dump {
+        dump(r)
+    } else {
+        Ok(crate::tui::run_replay(r, &a.file.display().to_string())?)
+    }
+}
+
+/// The signals `--dump` shows per rank.
+const DUMPED: [Sig; 4] = [
+    Sig::CpuPct,
+    Sig::RunDelayMsPerS,
+    Sig::RetransPerS,
+    Sig::TxQueueBytes,
+];
+
+fn dump(mut r: Reader) -> Result<i32> {
     let h = r.header().clone();
-    println!(
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(
+        out,
         "# {} recorded by kitty {} every {} ms, {} frames",
         h.host,
         h.kitty_version,
         h.interval_ms,
         r.len()
-    );
+    )?;
     for i in 0..r.len() {
         match r.frame(i) {
             Ok(f) => {
-                println!(
+                writeln!(
+                    out,
                     "frame {} at {}",
                     f.seq,
-                    kitty_core::timefmt::rfc3339(f.wall_ns)
-                );
+                    kitty_core::model::time::rfc3339(f.wall_ns)
+                )?;
                 for rank in &f.ranks {
-                    let sig: Vec<String> = [
-                        "cpu_pct",
-                        "run_delay_ms_per_s",
-                        "retrans_per_s",
-                        "tx_queue_bytes",
-                    ]
-                    .iter()
-                    .filter_map(|s| {
-                        rank.signal(s)
-                            .map(|v| format!("{s}={}", format_value(s, v)))
-                    })
-                    .collect();
-                    println!(
-                        "  {} pid {} {}",
+                    let sig: Vec<String> = DUMPED
+                        .iter()
+                        .filter_map(|s| rank.signal(*s).map(|v| format!("{s}={}", value(*s, v))))
+                        .collect();
+                    writeln!(
+                        out,
+                        "  {} pid {} {} {}",
                         rank.display_name(),
                         rank.key.pid,
+                        rank.comm,
                         sig.join(" ")
-                    );
+                    )?;
                 }
                 for v in &f.verdicts {
-                    println!("  VERDICT {}", v.message);
+                    writeln!(out, "  VERDICT {}", v.message)?;
+                }
+                for e in &f.events {
+                    writeln!(out, "  EVENT {}", e.message)?;
                 }
             }
             Err(e) => eprintln!("kitty-tui: warning: {e}; skipped"),
         }
     }
-    Ok(0)
+    out.flush()?;
+    Ok(crate::error::OK)
 }

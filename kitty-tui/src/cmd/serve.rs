@@ -5,15 +5,18 @@
 //! hostile client never stalls sampling. Connections are capped, headers are
 //! limited in size and must arrive within a few seconds.
 
+use crate::cli::ServeArgs;
+use crate::pipeline;
+use color_eyre::eyre::{Result, WrapErr};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use kitty_core::engine::Engine;
-use kitty_core::exporter::{to_prometheus_text, Exporter, ExporterConfig};
-use kitty_core::sampler::SamplerConfig;
-use std::net::SocketAddr;
+use kitty_core::engine::{Delivery, Engine};
+use kitty_core::sinks::exporter::{to_prometheus_text, Exporter, ExporterConfig};
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -31,49 +34,51 @@ const MAX_CONNECTIONS: usize = 512;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn run(
-    cfg: SamplerConfig,
-    enrichers: Vec<Box<dyn kitty_core::engine::Enricher>>,
-    listen: SocketAddr,
-    exporter: ExporterConfig,
-) -> super::Result<i32> {
+pub fn run(a: ServeArgs) -> Result<i32> {
+    let cfg = pipeline::sampler_config(&a.sampling)?;
     let interval = cfg.interval;
+    let listen = a.listen;
     let listener = std::net::TcpListener::bind(listen)
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        .wrap_err_with(|| format!("cannot listen on {listen}"))?;
+    listener.set_nonblocking(true)?;
     eprintln!("kitty-tui: serving /metrics, /healthz and /api/snapshot on http://{listen}");
     let shared = Arc::new(RwLock::new(Rendered::default()));
     let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, enrichers);
+    let p = pipeline::build(&a.sampling.node, &cfg);
+    let (mut engine, frames) = Engine::start(cfg, p, Delivery::Lossless);
     let sink = shared.clone();
+    let exporter = ExporterConfig {
+        grace: a.grace,
+        socket_series: a.socket_series as usize,
+    };
     let renderer = std::thread::Builder::new()
         .name("kitty-exporter".into())
         .spawn(move || {
             let mut exp = Exporter::new(exporter);
-            for f in rx {
+            let never = AtomicBool::new(false);
+            let _ = frames.drive(&never, None, |f| -> Result<_, std::convert::Infallible> {
                 let om = exp.update(&f);
                 let text = to_prometheus_text(&om);
-                let snap = serde_json::to_vec_pretty(&kitty_core::snapshot::snapshot_json(&f))
-                    .expect("json");
+                let snap = serde_json::to_vec_pretty(&kitty_core::sinks::snapshot::snapshot(&f))
+                    .unwrap_or_default();
                 let mut r = sink.write().unwrap_or_else(|e| e.into_inner());
                 r.openmetrics = Bytes::from(om);
                 r.text = Bytes::from(text);
                 r.snapshot = Bytes::from(snap);
                 r.frames += 1;
                 r.at = Some(Instant::now());
-            }
-        })
-        .map_err(|e| e.to_string())?;
+                Ok(ControlFlow::Continue(()))
+            });
+        })?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("tokio runtime: {e}"))?;
-    let result =
+        .wrap_err("tokio runtime")?;
+    let result: std::io::Result<i32> =
         rt.block_on(async move {
-            let listener =
-                tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
             let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
             loop {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -108,7 +113,7 @@ pub fn run(
         });
     engine.stop();
     let _ = renderer.join();
-    result
+    Ok(result?)
 }
 
 fn respond(

@@ -1,40 +1,54 @@
 //! `snapshot --json`: sample for a while, print the final frame as JSON
-//! (with every event of the run).
+//! (with every event of the run). `demo --headless` uses it too.
 
-use kitty_core::engine::{Engine, Enricher};
+use super::{at_least_one_interval, stop_flag};
+use crate::cli::SnapshotArgs;
+use crate::pipeline;
+use color_eyre::eyre::{eyre, Result};
+use kitty_core::engine::{Delivery, End, Engine, Pipeline};
+use kitty_core::model::Frame;
 use kitty_core::sampler::SamplerConfig;
+use std::io::Write;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-/// Samples for `duration` with these extra sources (probes, the demo's step
-/// times) and prints the final state.
-pub fn run_with(
-    cfg: SamplerConfig,
-    duration: Duration,
-    enrichers: Vec<Box<dyn Enricher>>,
-) -> super::Result<i32> {
-    let stop = super::stop_flag();
-    let (mut engine, rx) = Engine::start(cfg, enrichers);
+pub fn run(a: SnapshotArgs) -> Result<i32> {
+    let cfg = pipeline::sampler_config(&a.sampling)?;
+    at_least_one_interval("the duration", a.duration, cfg.interval)?;
+    let p = pipeline::build(&a.sampling.node, &cfg);
+    run_with(cfg, p, a.duration)
+}
+
+/// Samples for `duration` (and at least two frames, so rates exist) and
+/// prints the final state.
+pub fn run_with(cfg: SamplerConfig, pipeline: Pipeline, duration: Duration) -> Result<i32> {
+    let stop = stop_flag();
+    let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
     let start = Instant::now();
-    let mut last: Option<kitty_core::frame::Frame> = None;
+    let mut last: Option<Frame> = None;
     // Events happen in one frame each: keep all of them for the document.
     let mut events = Vec::new();
-    // At least two frames, so rates exist.
     let mut n = 0;
-    while (start.elapsed() < duration || n < 2) && !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(f) => {
-                events.extend(f.events.iter().cloned());
-                last = Some(f);
-                n += 1;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => return Err("the sampling thread died".into()),
-        }
-    }
+    let end = frames.drive(&stop, None, |f| -> Result<_, std::convert::Infallible> {
+        events.extend(f.events.iter().cloned());
+        last = Some(f);
+        n += 1;
+        Ok(if start.elapsed() >= duration && n >= 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    });
     engine.stop();
-    let mut frame = last.ok_or("no frame was sampled")?;
+    if matches!(end, Ok(End::SourceDied)) {
+        return Err(eyre!("the sampling thread died"));
+    }
+    let mut frame = last.ok_or_else(|| eyre!("no frame was sampled"))?;
     frame.events = events;
-    let doc = kitty_core::snapshot::snapshot_json(&frame);
-    println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
-    Ok(0)
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &kitty_core::sinks::snapshot::snapshot(&frame))
+        .map_err(std::io::Error::from)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(crate::error::OK)
 }

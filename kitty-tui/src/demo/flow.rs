@@ -23,7 +23,16 @@ pub struct FlowArgs {
     pub bytes: Option<u64>,
 }
 
-pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
+/// Why a flow could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("demo-flow needs --connect ADDR or --listen ADDR")]
+    Args,
+    #[error("{0} {1}: {2}")]
+    Io(&'static str, String, std::io::Error),
+}
+
+pub fn run(a: FlowArgs) -> Result<i32, FlowError> {
     match (a.connect, a.listen) {
         (Some(addr), None) => {
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -31,7 +40,7 @@ pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
                 match TcpStream::connect(&addr) {
                     Ok(s) => break s,
                     Err(e) if Instant::now() > deadline => {
-                        return Err(format!("connect {addr}: {e}"))
+                        return Err(FlowError::Io("connect", addr, e))
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
@@ -54,7 +63,7 @@ pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
             Ok(0)
         }
         (None, Some(addr)) => {
-            let l = TcpListener::bind(&addr).map_err(|e| format!("bind {addr}: {e}"))?;
+            let l = TcpListener::bind(&addr).map_err(|e| FlowError::Io("bind", addr.clone(), e))?;
             for conn in l.incoming() {
                 let Ok(mut c) = conn else { continue };
                 std::thread::spawn(move || {
@@ -64,6 +73,6 @@ pub fn run(a: FlowArgs) -> crate::cmd::Result<i32> {
             }
             Ok(0)
         }
-        _ => Err("demo-flow needs --connect ADDR or --listen ADDR".into()),
+        _ => Err(FlowError::Args),
     }
 }

@@ -1,13 +1,21 @@
-//! `kitty-tui demo`: a small local multi-rank job with an injected straggler,
-//! watched by the live TUI. Its processes die with it (parent-death signal).
+//! `kitty-tui demo`: a small local multi-rank job with an injected straggler
+//! (a CPU hog on one pinned rank, or with the `netlab` feature a network
+//! fault on one rank's link). Its processes die with it (parent-death
+//! signal). This module starts the job; `cmd::demo` watches it.
 
 pub mod flow;
+mod hog;
+#[cfg(feature = "netlab")]
+mod net;
 pub mod ring;
 
-use crate::cli::{DemoArgs, Straggler};
-use kitty_core::engine::Enricher;
-use kitty_core::frame::Frame;
-use kitty_core::sampler::SamplerConfig;
+pub use flow::FlowArgs;
+pub use hog::hog;
+pub use ring::RankArgs;
+
+use clap::{Args, ValueEnum};
+use kitty_core::model::{Frame, Text};
+use kitty_core::sources::Enricher;
 use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -15,12 +23,70 @@ use std::sync::{Arc, Mutex};
 
 pub const JOB_NAME: &str = "kitty-demo";
 
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Number of ranks (3 to 64).
+    #[arg(long, default_value_t = 4)]
+    pub ranks: u32,
+    /// Which fault to inject into one rank.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub straggler: Straggler,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Straggler {
+    /// A busy process pinned to the CPU of one pinned rank.
+    Cpu,
+    /// A healthy job: no verdict should appear.
+    None,
+    /// Root, `netlab` feature: ranks in network namespaces; 50 ms of delay on one rank's link.
+    NetDelay,
+    /// Root, `netlab` feature: ranks in network namespaces; 5 % of one rank's frames dropped.
+    NetLoss,
+    /// Root, `netlab` feature: one rank's sending throttled to 8 Mbit/s.
+    NetThrottle,
+}
+
+impl Straggler {
+    fn is_net(self) -> bool {
+        matches!(
+            self,
+            Straggler::NetDelay | Straggler::NetLoss | Straggler::NetThrottle
+        )
+    }
+}
+
+/// Why the demo could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("--ranks must be between 3 and 64 (peers need a majority)")]
+    Ranks,
+    #[error("--straggler net-* needs root (it creates network namespaces)")]
+    NeedsRoot,
+    #[error("--straggler net-* needs the network fault lab: build with `--features netlab`")]
+    NoLab,
+    #[error("cannot find own binary: {0}")]
+    Exe(std::io::Error),
+    #[error("no free loopback ports: {0}")]
+    Ports(std::io::Error),
+    #[error("{what}: {err}")]
+    Start { what: String, err: std::io::Error },
+}
+
 /// The processes of a running demo; killed when dropped (then the network
 /// lab, if any, is taken down).
 pub struct DemoJob {
     children: Vec<Child>,
-    pub step_ms: Arc<Mutex<Option<f64>>>,
-    pub lab: Option<Arc<Mutex<kitty_faultlab::Lab>>>,
+    step_ms: Arc<Mutex<Option<f64>>>,
+    #[cfg(feature = "netlab")]
+    _lab: Option<net::NetFault>,
+}
+
+impl DemoJob {
+    /// The enricher that puts the job's own step time in each frame.
+    pub fn step_times(&self) -> StepTimes {
+        StepTimes(self.step_ms.clone())
+    }
 }
 
 impl Drop for DemoJob {
@@ -34,7 +100,8 @@ impl Drop for DemoJob {
     }
 }
 
-fn die_with_parent(cmd: &mut Command) {
+/// The child dies with kitty, however kitty dies.
+pub fn die_with_parent(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe; it runs in the child before exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -44,7 +111,7 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<_>>()?;
@@ -60,79 +127,71 @@ pub fn ncpus() -> usize {
         .unwrap_or(1)
 }
 
-/// Starts the ranks (and the straggler's hog) and returns at once.
-pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
+fn spawn(cmd: &mut Command, what: impl Into<String>) -> Result<Child, DemoError> {
+    cmd.spawn().map_err(|err| DemoError::Start {
+        what: format!("cannot start {}", what.into()),
+        err,
+    })
+}
+
+/// Starts the ranks (and the straggler's hog or network fault) and returns
+/// at once.
+pub fn start(args: &DemoArgs, fault_after: std::time::Duration) -> Result<DemoJob, DemoError> {
     if args.ranks < 3 || args.ranks > 64 {
-        return Err("--ranks must be between 3 and 64 (peers need a majority)".into());
+        return Err(DemoError::Ranks);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
+    if args.straggler.is_net() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(DemoError::NeedsRoot);
+        }
+        if cfg!(not(feature = "netlab")) {
+            return Err(DemoError::NoLab);
+        }
+    }
+    let exe = std::env::current_exe().map_err(DemoError::Exe)?;
     let n = args.ranks as usize;
-    let ports = free_ports(n).map_err(|e| format!("no free loopback ports: {e}"))?;
-    let ports_arg = ports
-        .iter()
-        .map(|p| p.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let ports = free_ports(n).map_err(DemoError::Ports)?;
     // Little CPU per step (a rank mostly waits on its GPU): peers sharing a
     // small machine then do not contend with each other, only the straggler
     // with its hog.
     let work = (ring::work_units_per_ms() / 4).max(1);
     let straggler = (args.straggler == Straggler::Cpu).then_some(n / 2);
     let hog_cpu = ncpus() - 1;
-    let net = matches!(
-        args.straggler,
-        Straggler::NetDelay | Straggler::NetLoss | Straggler::NetThrottle
-    );
-    let lab = if net {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("--straggler net-* needs root (it creates network namespaces)".into());
-        }
-        Some(kitty_faultlab::Lab::new(n).map_err(|e| format!("network lab: {e}"))?)
+    #[cfg(feature = "netlab")]
+    let lab = if args.straggler.is_net() {
+        Some(net::NetFault::new(n).map_err(|err| DemoError::Start {
+            what: "network lab".into(),
+            err,
+        })?)
     } else {
         None
     };
-    let hosts = (0..n)
-        .map(|i| kitty_faultlab::addr(i).to_string())
-        .collect::<Vec<_>>()
-        .join(",");
     let mut job = DemoJob {
         children: Vec::new(),
         step_ms: Arc::new(Mutex::new(None)),
-        lab: None,
+        #[cfg(feature = "netlab")]
+        _lab: None,
     };
     for rank in 0..n {
-        let mut cmd = Command::new(&exe);
-        cmd.args([
-            "demo-rank",
-            "--rank",
-            &rank.to_string(),
-            "--world",
-            &n.to_string(),
-            "--ports",
-            &ports_arg,
-        ])
-        .args(["--work", &work.to_string()])
-        .env("KITTY_WATCH", "1")
-        .env("RANK", rank.to_string())
-        .env("LOCAL_RANK", rank.to_string())
-        .env("WORLD_SIZE", n.to_string())
-        .env("JOB_NAME", JOB_NAME)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .stdout(if rank == 0 {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+        let mut cmd = ring::rank_command(&exe, rank, &ports, JOB_NAME);
+        cmd.args(["--work", &work.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .stdout(if rank == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
         if rank == 0 {
             cmd.arg("--report");
         }
+        #[cfg(feature = "netlab")]
         if let Some(lab) = &lab {
-            // Bigger chunks: a throttled link then shows its queue.
-            cmd.args(["--hosts", &hosts, "--chunk-kb", "512"]);
-            lab.enter(rank, &mut cmd)
-                .map_err(|e| format!("rank {rank} namespace: {e}"))?;
+            lab.place(rank, &mut cmd).map_err(|err| DemoError::Start {
+                what: format!("rank {rank} namespace"),
+                err,
+            })?;
         }
         // The straggler shares the hog's CPU; its peers keep to the others.
         if Some(rank) == straggler {
@@ -145,58 +204,30 @@ pub fn start(args: &DemoArgs) -> crate::cmd::Result<DemoJob> {
             cmd.args(["--cpus", &others.join(",")]);
         }
         die_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start rank {rank}: {e}"))?;
+        let mut child = spawn(&mut cmd, format!("rank {rank}"))?;
         if rank == 0 {
-            let out = child.stdout.take().expect("piped");
-            let shared = job.step_ms.clone();
-            std::thread::spawn(move || follow_steps(out, shared));
+            if let Some(out) = child.stdout.take() {
+                let shared = job.step_ms.clone();
+                std::thread::spawn(move || follow_steps(out, shared));
+            }
         }
         job.children.push(child);
     }
+    #[cfg(feature = "netlab")]
     if let Some(lab) = lab {
-        let lab = Arc::new(Mutex::new(lab));
-        inject_later(lab.clone(), args.straggler, n / 2, args.fault_after);
-        job.lab = Some(lab);
+        job._lab = Some(lab.inject_later(args.straggler, n / 2, fault_after));
     }
+    #[cfg(not(feature = "netlab"))]
+    let _ = fault_after;
     if straggler.is_some() {
         let mut cmd = Command::new(&exe);
         cmd.args(["demo-hog", "--cpu", &hog_cpu.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         die_with_parent(&mut cmd);
-        job.children.push(
-            cmd.spawn()
-                .map_err(|e| format!("cannot start the hog: {e}"))?,
-        );
+        job.children.push(spawn(&mut cmd, "the hog")?);
     }
     Ok(job)
-}
-
-/// After a healthy start, puts the network fault on one rank's link.
-fn inject_later(
-    lab: Arc<Mutex<kitty_faultlab::Lab>>,
-    kind: Straggler,
-    rank: usize,
-    after: std::time::Duration,
-) {
-    std::thread::spawn(move || {
-        std::thread::sleep(after);
-        let mut lab = lab.lock().unwrap();
-        let r = match kind {
-            Straggler::NetDelay => {
-                lab.set_delay(rank, std::time::Duration::from_millis(50));
-                Ok(())
-            }
-            Straggler::NetLoss => lab.set_loss(rank, 0.05),
-            Straggler::NetThrottle => lab.set_throttle(rank, "8mbit"),
-            _ => Ok(()),
-        };
-        if let Err(e) = r {
-            eprintln!("kitty-tui demo: could not inject the fault: {e}");
-        }
-    });
 }
 
 /// Keeps a moving average of rank 0's reported step times.
@@ -209,50 +240,22 @@ fn follow_steps(out: std::process::ChildStdout, shared: Arc<Mutex<Option<f64>>>)
         {
             let a = avg.map_or(ms, |a| a * 0.9 + ms * 0.1);
             avg = Some(a);
-            *shared.lock().unwrap() = Some(a);
+            *shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
         }
     }
 }
 
 /// Adds the demo job's own step time to each frame (ground truth on screen).
-pub struct StepTimes(pub Arc<Mutex<Option<f64>>>);
+pub struct StepTimes(Arc<Mutex<Option<f64>>>);
 
 impl Enricher for StepTimes {
+    fn name(&self) -> &'static str {
+        "demo.step_times"
+    }
+
     fn enrich(&mut self, frame: &mut Frame) {
-        if let Some(ms) = *self.0.lock().unwrap() {
-            frame.job_step_ms.insert(JOB_NAME.to_string(), ms);
+        if let Some(ms) = *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            frame.job_step_ms.set(Text::new(JOB_NAME), ms);
         }
-    }
-}
-
-pub fn run(
-    args: DemoArgs,
-    cfg: SamplerConfig,
-    record: Option<std::path::PathBuf>,
-    mut enrichers: Vec<Box<dyn Enricher>>,
-) -> crate::cmd::Result<i32> {
-    let job = start(&args)?;
-    enrichers.push(Box::new(StepTimes(job.step_ms.clone())));
-    let code = match args.headless {
-        Some(d) => crate::cmd::snapshot::run_with(cfg, d, enrichers),
-        None => crate::tui::run_live(cfg, record, enrichers),
-    };
-    drop(job);
-    code
-}
-
-/// The demo's CPU hog: busy threads that spin forever, pinned if asked
-/// (a noisy neighbour such as a data loader or a co-located service).
-pub fn hog(cpu: Option<usize>, threads: usize) -> crate::cmd::Result<i32> {
-    if let Some(c) = cpu {
-        ring::pin_to_cpus(&[c]).map_err(|e| format!("pin to cpu {c}: {e}"))?;
-    }
-    for _ in 1..threads.max(1) {
-        std::thread::spawn(|| loop {
-            std::hint::black_box(ring::compute_phase(1000));
-        });
-    }
-    loop {
-        std::hint::black_box(ring::compute_phase(1000));
     }
 }

@@ -6,7 +6,45 @@
 use clap::Args;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// Why a rank could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    #[error("demo-rank: {0}")]
+    Args(&'static str),
+    #[error("demo-rank: {0}: {1}")]
+    Io(&'static str, std::io::Error),
+}
+
+/// The command of one demo rank of `ports.len()` (the demo and the tests
+/// start ranks with it), labelled as a rank of `job` by its environment.
+pub fn rank_command(exe: &Path, rank: usize, ports: &[u16], job: &str) -> Command {
+    let world = ports.len();
+    let ports_arg = ports
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "demo-rank",
+        "--rank",
+        &rank.to_string(),
+        "--world",
+        &world.to_string(),
+        "--ports",
+        &ports_arg,
+    ])
+    .env("KITTY_WATCH", "1")
+    .env("RANK", rank.to_string())
+    .env("LOCAL_RANK", rank.to_string())
+    .env("WORLD_SIZE", world.to_string())
+    .env("JOB_NAME", job);
+    cmd
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct RankArgs {
@@ -98,15 +136,17 @@ fn connect_retry(host: std::net::Ipv4Addr, port: u16) -> std::io::Result<TcpStre
     }
 }
 
-pub fn run(a: RankArgs) -> crate::cmd::Result<i32> {
+pub fn run(a: RankArgs) -> Result<i32, RingError> {
     if a.ports.len() != a.world || a.rank >= a.world || a.world < 2 {
-        return Err("demo-rank: --ports must list one port per rank, and --rank < --world".into());
+        return Err(RingError::Args(
+            "--ports must list one port per rank, and --rank < --world",
+        ));
     }
     if !a.cpus.is_empty() {
-        pin_to_cpus(&a.cpus).map_err(|e| format!("pin to cpus {:?}: {e}", a.cpus))?;
+        pin_to_cpus(&a.cpus).map_err(|e| RingError::Io("pin to cpus", e))?;
     }
     if !a.hosts.is_empty() && a.hosts.len() != a.world {
-        return Err("demo-rank: --hosts must list one address per rank".into());
+        return Err(RingError::Args("--hosts must list one address per rank"));
     }
     let host = |r: usize| {
         a.hosts
@@ -115,15 +155,15 @@ pub fn run(a: RankArgs) -> crate::cmd::Result<i32> {
             .unwrap_or(std::net::Ipv4Addr::LOCALHOST)
     };
     let listener =
-        TcpListener::bind((host(a.rank), a.ports[a.rank])).map_err(|e| format!("bind: {e}"))?;
+        TcpListener::bind((host(a.rank), a.ports[a.rank])).map_err(|e| RingError::Io("bind", e))?;
     let next_rank = (a.rank + 1) % a.world;
-    let next =
-        connect_retry(host(next_rank), a.ports[next_rank]).map_err(|e| format!("connect: {e}"))?;
-    let (mut prev, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+    let next = connect_retry(host(next_rank), a.ports[next_rank])
+        .map_err(|e| RingError::Io("connect", e))?;
+    let (mut prev, _) = listener.accept().map_err(|e| RingError::Io("accept", e))?;
     let _ = next.set_nodelay(true);
     // A writer thread so that sends never deadlock against receives.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-    let mut writer = next.try_clone().map_err(|e| e.to_string())?;
+    let mut writer = next.try_clone().map_err(|e| RingError::Io("socket", e))?;
     std::thread::spawn(move || {
         for buf in rx {
             if writer.write_all(&buf).is_err() {

@@ -89,7 +89,25 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
 #[derive(Debug, Clone)]
 pub struct KeyMap {
     map: HashMap<(KeyCode, bool), Action>,
-    pub source: Option<String>,
+    /// The file the bindings came from, when one was read.
+    source: Option<String>,
+    /// Where a file would be read from.
+    looked_at: Option<std::path::PathBuf>,
+}
+
+/// A key configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyMapError {
+    #[error("{path}: {err}")]
+    Read { path: String, err: std::io::Error },
+    #[error("line {line}: expected `action = key`")]
+    Syntax { line: usize },
+    #[error("line {line}: unknown action {name:?}")]
+    Action { line: usize, name: String },
+    #[error("line {line}: unknown key {key:?}")]
+    Key { line: usize, key: String },
+    #[error("{path}: {err}")]
+    In { path: String, err: Box<KeyMapError> },
 }
 
 pub fn parse_key(s: &str) -> Option<(KeyCode, bool)> {
@@ -127,7 +145,11 @@ impl Default for KeyMap {
                 map.insert(parse_key(k).expect("default keys parse"), *a);
             }
         }
-        KeyMap { map, source: None }
+        KeyMap {
+            map,
+            source: None,
+            looked_at: None,
+        }
     }
 }
 
@@ -142,36 +164,66 @@ impl KeyMap {
     }
 
     /// Defaults, overridden by the config file when it exists.
-    pub fn load() -> Result<Self, String> {
-        let mut km = KeyMap::default();
-        if let Some(p) = Self::config_path().filter(|p| p.exists()) {
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            km.apply(&text)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-            km.source = Some(p.display().to_string());
+    pub fn load() -> Result<Self, KeyMapError> {
+        let mut km = KeyMap {
+            looked_at: Self::config_path(),
+            ..KeyMap::default()
+        };
+        if let Some(p) = km.looked_at.clone().filter(|p| p.exists()) {
+            let path = p.display().to_string();
+            let text = std::fs::read_to_string(&p).map_err(|err| KeyMapError::Read {
+                path: path.clone(),
+                err,
+            })?;
+            km.apply(&text).map_err(|err| KeyMapError::In {
+                path: path.clone(),
+                err: Box::new(err),
+            })?;
+            km.source = Some(path);
         }
         Ok(km)
     }
 
+    /// Where the bindings come from, for the help view.
+    pub fn source_text(&self) -> String {
+        match &self.source {
+            Some(s) => s.clone(),
+            None => format!(
+                "defaults (rebind in {})",
+                self.looked_at
+                    .as_ref()
+                    .map_or("~/.config/kitty-tui/keys.conf".into(), |p| p
+                        .display()
+                        .to_string())
+            ),
+        }
+    }
+
     /// Applies `action = key, key` lines: the action's default keys are replaced.
-    pub fn apply(&mut self, text: &str) -> Result<(), String> {
+    pub fn apply(&mut self, text: &str) -> Result<(), KeyMapError> {
         for (n, line) in text.lines().enumerate() {
+            let line_no = n + 1;
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
             let (name, keys) = line
                 .split_once('=')
-                .ok_or(format!("line {}: expected `action = key`", n + 1))?;
+                .ok_or(KeyMapError::Syntax { line: line_no })?;
             let action = ACTIONS
                 .iter()
                 .find(|(_, nm, _, _)| *nm == name.trim())
                 .map(|(a, ..)| *a)
-                .ok_or(format!("line {}: unknown action {:?}", n + 1, name.trim()))?;
+                .ok_or_else(|| KeyMapError::Action {
+                    line: line_no,
+                    name: name.trim().to_string(),
+                })?;
             self.map.retain(|_, a| *a != action);
             for k in keys.split(',') {
-                let key =
-                    parse_key(k).ok_or(format!("line {}: unknown key {:?}", n + 1, k.trim()))?;
+                let key = parse_key(k).ok_or_else(|| KeyMapError::Key {
+                    line: line_no,
+                    key: k.trim().to_string(),
+                })?;
                 self.map.insert(key, action);
             }
         }
@@ -232,10 +284,15 @@ mod tests {
             km.action(&KeyEvent::new(KeyCode::F(10), KeyModifiers::NONE)),
             Some(Action::Quit)
         );
-        assert!(km.apply("nope = q").unwrap_err().contains("unknown action"));
+        assert!(km
+            .apply("nope = q")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown action"));
         assert!(km
             .apply("quit = banana")
             .unwrap_err()
+            .to_string()
             .contains("unknown key"));
     }
 }

@@ -2,9 +2,9 @@
 //! TestBackend and compared with insta.
 
 use super::app::{App, View};
-use super::draw::draw;
 use super::keymap::KeyMap;
-use kitty_core::frame::*;
+use super::views::draw;
+use kitty_core::model::*;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::time::Duration;
@@ -12,18 +12,18 @@ use std::time::Duration;
 fn rank(i: u32, run_delay: f64) -> RankFrame {
     let mut s = Signals::new();
     for (k, v) in [
-        ("cpu_pct", 12.0 + i as f64),
-        ("run_delay_ms_per_s", run_delay),
-        ("migrations_per_s", 0.0),
-        ("affinity_cpus", 1.0),
-        ("retrans_per_s", 0.0),
-        ("out_segs_per_s", 450.0),
-        ("tx_queue_bytes", 0.0),
-        ("bytes_sent_per_s", 9_800_000.0),
-        ("srtt_max_us", 40.0),
-        ("threads", 2.0),
+        (Sig::CpuPct, 12.0 + i as f64),
+        (Sig::RunDelayMsPerS, run_delay),
+        (Sig::MigrationsPerS, 0.0),
+        (Sig::AffinityCpus, 1.0),
+        (Sig::RetransPerS, 0.0),
+        (Sig::OutSegsPerS, 450.0),
+        (Sig::TxQueueBytes, 0.0),
+        (Sig::BytesSentPerS, 9_800_000.0),
+        (Sig::SrttMaxUs, 40.0),
+        (Sig::Threads, 2.0),
     ] {
-        s.insert(k.into(), v);
+        s.set(k, v);
     }
     RankFrame {
         key: ProcKey {
@@ -44,8 +44,8 @@ fn rank(i: u32, run_delay: f64) -> RankFrame {
         histograms: Default::default(),
         sockets: vec![SocketFrame {
             inode: 10 + i as u64,
-            local: format!("127.0.0.1:{}", 5000 + i),
-            remote: format!("127.0.0.1:{}", 5001 + i),
+            local: format!("127.0.0.1:{}", 5000 + i).into(),
+            remote: format!("127.0.0.1:{}", 5001 + i).into(),
             state: "ESTABLISHED".into(),
             tx_queue: 0,
             rx_queue: 0,
@@ -83,31 +83,31 @@ fn frame(t: u64, straggler: bool, nranks: u32) -> Frame {
         };
         f.ranks.push(rank(i, rd));
     }
-    f.sources.insert("procfs".into(), SourceStatus::ok());
-    f.sources.insert("sock_diag".into(), SourceStatus::ok());
+    f.sources.insert(Source::Procfs, SourceStatus::ok());
+    f.sources.insert(Source::SockDiag, SourceStatus::ok());
     for (k, v) in [
-        ("cpu_util_pct", 41.5),
-        ("procs_running", 3.0),
-        ("procs_blocked", 0.0),
-        ("load1", 1.2),
-        ("mem_used_pct", 12.0),
-        ("mem_available_bytes", 20e9),
-        ("shm_used_bytes", 1e6),
-        ("shm_total_bytes", 12e9),
-        ("psi_cpu_some_pct", 0.5),
-        ("psi_memory_some_pct", 0.0),
-        ("psi_io_some_pct", 0.0),
+        (Sig::CpuUtilPct, 41.5),
+        (Sig::ProcsRunning, 3.0),
+        (Sig::ProcsBlocked, 0.0),
+        (Sig::Load1, 1.2),
+        (Sig::MemUsedPct, 12.0),
+        (Sig::MemAvailableBytes, 20e9),
+        (Sig::ShmUsedBytes, 1e6),
+        (Sig::ShmTotalBytes, 12e9),
+        (Sig::PsiCpuSomePct, 0.5),
+        (Sig::PsiMemorySomePct, 0.0),
+        (Sig::PsiIoSomePct, 0.0),
     ] {
-        f.host.signals.insert(k.into(), v);
+        f.host.signals.set(k, v);
     }
     f.host.cpu_pct = vec![20.0, 63.0];
-    f.job_step_ms.insert("gpt2-ddp".into(), 21.3);
+    f.job_step_ms.set("gpt2-ddp".into(), 21.3);
     if straggler && t >= 3 {
         f.verdicts.push(Verdict {
             rank: Some(2),
             pid: 4002,
             job: Some("gpt2-ddp".into()),
-            signal: "run_delay_ms_per_s".into(),
+            signal: Sig::RunDelayMsPerS,
             value: 100.0 + t as f64 * 4.0,
             peer_median: 0.6,
             ratio: (100.0 + t as f64 * 4.0) / 0.6,
@@ -118,30 +118,31 @@ fn frame(t: u64, straggler: bool, nranks: u32) -> Frame {
                 100.0 + t as f64 * 4.0,
                 (100.0 + t as f64 * 4.0) / 0.6,
                 (t - 2) / 2
-            ),
+            )
+            .into(),
         });
     }
     if t == 0 {
-        f.events.push(Event {
-            wall_ns: f.wall_ns,
-            kind: EventKind::RankAppeared,
-            message: "rank 0 appeared (pid 4000, train.py)".into(),
-        });
+        f.events.push(Event::new(
+            f.wall_ns,
+            EventKind::RankAppeared,
+            "rank 0 appeared (pid 4000, train.py)",
+        ));
     }
     if straggler && t == 3 {
-        f.events.push(Event {
-            wall_ns: f.wall_ns,
-            kind: EventKind::VerdictRaised,
-            message: f.verdicts[0].message.clone(),
-        });
+        f.events.push(Event::new(
+            f.wall_ns,
+            EventKind::VerdictRaised,
+            f.verdicts[0].message.as_str(),
+        ));
     }
     f
 }
 
 fn app_with(frames: impl IntoIterator<Item = Frame>) -> App {
     let mut app = App::new(KeyMap::default(), Duration::from_millis(500));
-    app.kernel = "6.18.0".into();
-    app.color = true;
+    app.set_kernel("6.18.0");
+    app.set_color(true);
     for f in frames {
         app.on_frame(f);
     }
@@ -171,13 +172,13 @@ fn main_view_healthy() {
 #[test]
 fn main_view_with_straggler_highlights_the_cell() {
     let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
-    app.selected = 2;
+    app.select(2);
     let text = render(&app, 160, 45);
     assert!(text.contains("rank 2: run-queue delay"));
     insta::assert_snapshot!(text);
     // The cell, not only the row, carries the severity style.
     let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
-    app.selected = 0;
+    app.select(0);
     term.draw(|f| draw(f, &app)).unwrap();
     let buf = term.backend().buffer().clone();
     let y = (0..45)
@@ -201,15 +202,15 @@ fn main_view_with_straggler_highlights_the_cell() {
 #[test]
 fn rank_detail() {
     let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
-    app.selected = 2;
-    app.view = View::Detail;
+    app.select(2);
+    app.show(View::Detail);
     insta::assert_snapshot!(render(&app, 160, 45));
 }
 
 #[test]
 fn help_lists_every_key() {
     let mut app = app_with([frame(0, false, 4)]);
-    app.view = View::Help;
+    app.show(View::Help);
     let text = render(&app, 160, 45);
     for (_, _, _, what) in super::keymap::ACTIONS {
         assert!(text.contains(what), "help lacks {what}");
@@ -228,7 +229,7 @@ fn empty_state_says_how_to_mark_a_process() {
 #[test]
 fn gpu_less_state_says_why() {
     let mut app = app_with([frame(0, false, 4)]);
-    app.view = View::Gpus;
+    app.show(View::Gpus);
     let text = render(&app, 100, 20);
     assert!(text.contains("No GPU telemetry"));
     insta::assert_snapshot!(text);
@@ -252,7 +253,7 @@ fn small_terminals() {
 #[test]
 fn no_color_uses_no_colours() {
     let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
-    app.color = false;
+    app.set_color(false);
     let mut term = Terminal::new(TestBackend::new(160, 45)).unwrap();
     term.draw(|f| draw(f, &app)).unwrap();
     let buf = term.backend().buffer().clone();
@@ -277,50 +278,49 @@ fn keys_filter_sort_pause_and_step() {
     app.run_command("sort runq");
     assert_eq!(app.rows()[0].labels.rank, Some(2));
     app.on_key(key(KeyCode::Char(' ')));
-    assert!(app.paused);
-    let seq = app.frame.as_ref().unwrap().seq;
+    assert!(app.is_paused());
+    let seq = app.frame().unwrap().seq;
     app.on_key(key(KeyCode::Char('t')));
-    assert_eq!(app.frame.as_ref().unwrap().seq, seq - 1);
+    assert_eq!(app.frame().unwrap().seq, seq - 1);
     app.on_frame(frame(8, true, 4));
     assert_eq!(
-        app.frame.as_ref().unwrap().seq,
+        app.frame().unwrap().seq,
         seq - 1,
         "paused view does not move"
     );
     app.on_key(key(KeyCode::Char('T')));
     app.on_key(key(KeyCode::Char('T')));
-    assert_eq!(app.frame.as_ref().unwrap().seq, seq + 1);
+    assert_eq!(app.frame().unwrap().seq, seq + 1);
     app.on_key(key(KeyCode::Char('q')));
-    assert!(app.quit);
+    assert!(app.should_quit());
 }
 
 /// Four GPUs: 2 throttled (HW slowdown), 1 with an XID 79, 3 lost; rank i on GPU i.
 fn gpu_frame(t: u64) -> Frame {
     let mut f = frame(t, false, 4);
-    f.sources.insert("nvml".into(), SourceStatus::ok());
+    f.sources.insert(Source::Nvml, SourceStatus::ok());
     for i in 0..4u32 {
         let mut s = Signals::new();
         for (k, v) in [
-            ("util_pct", if i == 2 { 60.0 } else { 90.0 } + t as f64),
-            ("mem_util_pct", 40.0),
-            ("mem_used_bytes", 60e9),
-            ("mem_total_bytes", 141e9),
-            ("power_w", 650.0 - t as f64),
-            ("temp_c", if i == 2 { 87.0 } else { 62.0 }),
-            ("sm_clock_mhz", if i == 2 { 1100.0 } else { 1980.0 }),
-            ("sm_clock_max_mhz", 1980.0),
-            ("pcie_gen", 5.0),
-            ("pcie_width", 16.0),
-            ("ecc_sbe_volatile", 0.0),
-            ("ecc_dbe_volatile", 0.0),
+            (Sig::UtilPct, if i == 2 { 60.0 } else { 90.0 } + t as f64),
+            (Sig::MemUtilPct, 40.0),
+            (Sig::MemUsedBytes, 60e9),
+            (Sig::MemTotalBytes, 141e9),
+            (Sig::PowerW, 650.0 - t as f64),
+            (Sig::TempC, if i == 2 { 87.0 } else { 62.0 }),
+            (Sig::SmClockMhz, if i == 2 { 1100.0 } else { 1980.0 }),
+            (Sig::SmClockMaxMhz, 1980.0),
+            (Sig::PcieGen, 5.0),
+            (Sig::PcieWidth, 16.0),
+            (Sig::EccSbeVolatile, 0.0),
+            (Sig::EccDbeVolatile, 0.0),
         ] {
-            s.insert(k.into(), v);
+            s.set(k, v);
         }
         let mut g = GpuFrame {
             index: i,
             name: "NVIDIA H200".into(),
             signals: s,
-            status: "ok".into(),
             ..Default::default()
         };
         match i {
@@ -330,8 +330,8 @@ fn gpu_frame(t: u64) -> Frame {
             }
             2 => g.throttle = vec!["hw_slowdown".into()],
             3 => {
-                g.status = "lost".into();
-                g.signals.clear();
+                g.status = GpuStatus::Lost;
+                g.signals = Signals::new();
             }
             _ => {}
         }
@@ -343,7 +343,7 @@ fn gpu_frame(t: u64) -> Frame {
             rank: Some(2),
             pid: 4002,
             job: Some("gpt2-ddp".into()),
-            signal: "gpu_throttle_slowing".into(),
+            signal: Sig::GpuThrottleSlowing,
             value: 1.0,
             peer_median: 0.0,
             ratio: 100.0,
@@ -364,7 +364,7 @@ fn gpu_panes_show_badges_and_ranks() {
         "{main}"
     );
     insta::assert_snapshot!("gpu_main", main);
-    app.view = View::Gpus;
+    app.show(View::Gpus);
     let detail = render(&app, 160, 45);
     assert!(detail.contains("GPU2 NVIDIA H200  ranks 2"));
     assert!(detail.contains("1100 / 1980 MHz"));
@@ -376,7 +376,7 @@ fn sample_profile() -> kitty_core::profile::Profile {
     let s = |tid: u32, thread: &str, frames: &[&str], count| StackSample {
         tid,
         thread: thread.into(),
-        frames: frames.iter().map(|f| f.to_string()).collect(),
+        frames: frames.iter().map(|f| (*f).into()).collect(),
         count,
     };
     Profile {
@@ -402,16 +402,16 @@ fn flame_view_walks_zooms_and_searches() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let key = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
     let mut app = app_with((0..4).map(|t| frame(t, true, 4)));
-    app.flame = Some(super::flame::Flame::new(sample_profile()));
-    app.view = View::Flame;
-    app.color = false;
+    app.profile_finished(Ok(sample_profile()));
+    app.show(View::Flame);
+    app.set_color(false);
     let text = render(&app, 120, 20);
     insta::assert_snapshot!("flame_all", text);
     // Down to main, down to train_step (the largest callee), right to its sibling.
     for c in [KeyCode::Down, KeyCode::Down, KeyCode::Right] {
         app.on_key(key(c));
     }
-    let fl = app.flame.as_ref().unwrap();
+    let fl = app.flame().unwrap();
     assert_eq!(fl.tree.nodes[fl.selected].name, "dataloader");
     app.on_key(key(KeyCode::Enter));
     let text = render(&app, 120, 20);
@@ -438,20 +438,17 @@ fn flame_view_walks_zooms_and_searches() {
     // Esc at the top leaves the view; q still quits from it.
     app.on_key(key(KeyCode::Esc));
     app.on_key(key(KeyCode::Esc));
-    assert_eq!(app.view, View::Main);
+    assert_eq!(app.view(), View::Main);
 }
 
 #[test]
 fn flows_view_lists_top_talkers_with_coverage() {
     let mut f = frame(1, false, 4);
     f.sources.insert(
-        "ebpf.flow".into(),
-        SourceStatus {
-            strategy: Some("tp_btf/sock_send_length+sock_recv_length".into()),
-            ..SourceStatus::ok()
-        },
+        Source::EbpfFlow,
+        SourceStatus::ok().with_strategy("tp_btf/sock_send_length+sock_recv_length"),
     );
-    f.host.signals.insert("flow_coverage_pct".into(), 96.0);
+    f.host.signals.set(Sig::FlowCoveragePct, 96.0);
     for (pid, remote, rate) in [(4000, "10.0.0.2:5001", 8e8), (4001, "10.0.0.3:5002", 2e8)] {
         f.flows.push(FlowFrame {
             pid,
@@ -476,17 +473,29 @@ fn detail_shows_the_run_queue_histogram() {
     let mut frames: Vec<Frame> = (0..4).map(|t| frame(t, true, 4)).collect();
     for f in &mut frames {
         f.ranks[2].histograms.insert(
-            "runq_us".into(),
+            HistKind::RunqUs,
             vec![(16.0, 40), (1024.0, 10), (9216.0, 30)],
         );
     }
     let mut app = app_with(frames);
-    app.selected = 2;
-    app.view = View::Detail;
+    app.select(2);
+    app.show(View::Detail);
     let text = render(&app, 160, 45);
     assert!(text.contains("run-queue latency, this tick"), "{text}");
     assert!(
         text.contains("≤16 ms") || text.contains("≤16.4 ms") || text.contains("≤16"),
         "{text}"
     );
+}
+
+#[test]
+fn a_view_slower_than_the_sampler_reports_its_skips() {
+    let mut app = app_with((0..3).map(|t| frame(t, false, 4)));
+    let mut f = frame(5, false, 4);
+    f.dropped_frames = 2;
+    app.on_frame(f);
+    assert_eq!(app.skipped(), 2);
+    assert!(app.events().any(|e| e.kind == EventKind::FramesSkipped));
+    let text = render(&app, 160, 45);
+    assert!(text.contains("the view skipped 2 frame(s)"), "{text}");
 }

@@ -1,0 +1,298 @@
+//! The engine: a sampling thread that ticks the sampler on a fixed grid,
+//! runs the pipeline of enrichers and the analysis on each frame, and hands
+//! frames to one consumer through a queue with that consumer's delivery
+//! policy. The UI thread never samples.
+//!
+//! ```text
+//! Sampler::tick -> Pipeline (enrichers, in order) -> Analysis -> Queue -> sink
+//! ```
+
+mod clock;
+mod queue;
+
+pub use queue::{Delivery, Recv};
+
+use crate::analysis::Analysis;
+use crate::model::{Event, EventKind, Frame};
+use crate::sampler::{Sampler, SamplerConfig};
+use crate::sources::Enricher;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The enrichers that add to each frame after the sampler, in order. Built
+/// in one place by the binary (probes, NVML, a demo job's step times).
+#[derive(Default)]
+pub struct Pipeline {
+    stages: Vec<Box<dyn Enricher>>,
+}
+
+impl Pipeline {
+    pub fn new() -> Self {
+        Pipeline::default()
+    }
+
+    pub fn push(&mut self, stage: Box<dyn Enricher>) {
+        self.stages.push(stage);
+    }
+
+    /// The stages' names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.stages.iter().map(|s| s.name()).collect()
+    }
+
+    fn run(&mut self, frame: &mut Frame) {
+        for s in &mut self.stages {
+            s.enrich(frame);
+        }
+    }
+}
+
+pub struct Engine {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The consumer's end: frames in order, per its delivery policy.
+pub struct Frames {
+    queue: Arc<queue::Queue>,
+}
+
+/// Why a drive loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The stop flag was set (a signal) or the sink said it was done.
+    Stopped,
+    /// The requested duration passed.
+    Elapsed,
+    /// The sampling thread ended on its own (it died).
+    SourceDied,
+}
+
+impl Engine {
+    /// Starts sampling; frames arrive on the returned [`Frames`].
+    pub fn start(cfg: SamplerConfig, pipeline: Pipeline, delivery: Delivery) -> (Engine, Frames) {
+        let q = Arc::new(queue::Queue::new(delivery));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, q2) = (stop.clone(), q.clone());
+        let handle = std::thread::Builder::new()
+            .name("kitty-sampler".into())
+            .spawn(move || {
+                run(cfg, pipeline, &q2, &stop2);
+                q2.close();
+            })
+            .expect("spawn sampler thread");
+        (
+            Engine {
+                stop,
+                handle: Some(handle),
+            },
+            Frames { queue: q },
+        )
+    }
+
+    /// Stops sampling and waits for the thread; frames already queued stay
+    /// readable.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Frames {
+    pub fn recv_timeout(&self, wait: Duration) -> Recv {
+        self.queue.recv_timeout(wait)
+    }
+
+    /// Frames already queued, without waiting.
+    pub fn drain(&self) -> Vec<Frame> {
+        let mut out = Vec::new();
+        while let Recv::Frame(f) = self.queue.recv_timeout(Duration::ZERO) {
+            out.push(*f);
+        }
+        out
+    }
+
+    /// The one receive loop of every sink: hands each frame to `sink` until
+    /// `stop` is set, `until` has passed, the sink breaks, or the sampler
+    /// dies.
+    pub fn drive<E>(
+        &self,
+        stop: &AtomicBool,
+        until: Option<Duration>,
+        mut sink: impl FnMut(Frame) -> Result<ControlFlow<()>, E>,
+    ) -> Result<End, E> {
+        let start = Instant::now();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(End::Stopped);
+            }
+            if until.is_some_and(|d| start.elapsed() >= d) {
+                return Ok(End::Elapsed);
+            }
+            match self.recv_timeout(Duration::from_millis(100)) {
+                Recv::Frame(f) => {
+                    if sink(*f)?.is_break() {
+                        return Ok(End::Stopped);
+                    }
+                }
+                Recv::Timeout => {}
+                Recv::Closed => return Ok(End::SourceDied),
+            }
+        }
+    }
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        self.queue.abandon();
+    }
+}
+
+fn run(cfg: SamplerConfig, mut pipeline: Pipeline, q: &queue::Queue, stop: &AtomicBool) {
+    let mut ticker = clock::Ticker::new(cfg.interval);
+    let interval = cfg.interval;
+    let mut sampler = Sampler::new(cfg);
+    let mut analysis = Analysis::default();
+    let mut missed = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let mut frame = sampler.tick();
+        if missed > 0 {
+            frame.missed_ticks = missed;
+            let secs = (missed as f64 + 1.0) * interval.as_secs_f64();
+            frame.events.push(Event::new(
+                frame.wall_ns,
+                EventKind::SamplingGap,
+                format!("sampling stalled for about {secs:.1} s: {missed} ticks skipped"),
+            ));
+        }
+        pipeline.run(&mut frame);
+        analysis.apply(&mut frame);
+        if !q.push(frame, stop) {
+            return;
+        }
+        missed = ticker.wait(stop);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Sig, Text};
+    use crate::sinks::record::{Reader, Writer};
+
+    /// An enricher that offers values no frame may hold.
+    struct Poison;
+
+    impl Enricher for Poison {
+        fn name(&self) -> &'static str {
+            "poison"
+        }
+        fn enrich(&mut self, f: &mut Frame) {
+            // Signals the sampler itself never sets.
+            f.host.signals.set(Sig::ExecsPerS, f64::NAN);
+            f.host.signals.set(Sig::FlowCoveragePct, f64::INFINITY);
+            f.host.signals.set(Sig::TcpClosedPerS, 3.0);
+            f.job_step_ms.set(Text::new("j"), f64::NEG_INFINITY);
+            for r in &mut f.ranks {
+                r.signals.set(Sig::RunDelayMsPerS, f64::NAN);
+            }
+        }
+    }
+
+    fn cfg(interval_ms: u64) -> SamplerConfig {
+        SamplerConfig {
+            interval: Duration::from_millis(interval_ms),
+            ..SamplerConfig::default()
+        }
+    }
+
+    fn take(frames: &Frames, n: usize) -> Vec<Frame> {
+        let mut out = Vec::new();
+        let stop = AtomicBool::new(false);
+        let _ = frames.drive(&stop, Some(Duration::from_secs(20)), |f| {
+            out.push(f);
+            Ok::<_, ()>(if out.len() >= n {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        });
+        out
+    }
+
+    #[test]
+    fn non_finite_values_from_an_enricher_never_reach_a_recording() {
+        let mut p = Pipeline::new();
+        p.push(Box::new(Poison));
+        let (mut engine, frames) = Engine::start(cfg(50), p, Delivery::Lossless);
+        let got = take(&frames, 4);
+        engine.stop();
+        assert_eq!(got.len(), 4);
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("poison.kitty");
+        let header = crate::sinks::record::Header::now("n", Duration::from_millis(50));
+        let mut w = Writer::create(&path, &header).unwrap();
+        for f in &got {
+            w.append(f).unwrap();
+        }
+        w.finish().unwrap();
+        let mut r = Reader::open(&path).unwrap();
+        let (back, skipped) = r.read_all();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(back, got, "every frame replays as written");
+        let h = &back[0].host.signals;
+        assert_eq!(h.get(Sig::ExecsPerS), None, "NaN was never stored");
+        assert_eq!(
+            h.get(Sig::FlowCoveragePct),
+            None,
+            "infinity was never stored"
+        );
+        assert_eq!(h.get(Sig::TcpClosedPerS), Some(3.0));
+        assert!(back
+            .iter()
+            .all(|f| f.host.signals.iter().all(|(_, v)| v.is_finite())));
+        assert!(back[0].job_step_ms.is_empty());
+    }
+
+    #[test]
+    fn a_lossless_consumer_slower_than_the_interval_loses_no_frame() {
+        let (mut engine, frames) = Engine::start(cfg(50), Pipeline::new(), Delivery::Lossless);
+        let mut seqs = Vec::new();
+        for f in take(&frames, 12) {
+            // Four intervals per frame: the queue fills, the sampler waits.
+            std::thread::sleep(Duration::from_millis(200));
+            seqs.push(f.seq);
+        }
+        engine.stop();
+        let want: Vec<u64> = (seqs[0]..seqs[0] + seqs.len() as u64).collect();
+        assert_eq!(seqs, want, "no frame dropped");
+    }
+
+    #[test]
+    fn a_latest_consumer_skips_frames_and_is_told_how_many() {
+        let (mut engine, frames) = Engine::start(cfg(50), Pipeline::new(), Delivery::Latest);
+        // Let more than the queue's room accrue unread.
+        std::thread::sleep(Duration::from_millis(600));
+        let got = take(&frames, 2);
+        engine.stop();
+        let dropped: u64 = got.iter().map(|f| f.dropped_frames).sum();
+        assert!(dropped > 0, "frames were skipped and counted");
+        let gap = got[1].seq - got[0].seq - 1;
+        assert!(got[0].seq >= dropped, "the skipped frames came before");
+        assert_eq!(
+            got[1].dropped_frames, gap,
+            "each delivery counts its own drops"
+        );
+    }
+}

@@ -1,0 +1,476 @@
+//! The Frame: everything known at one tick, as plain serializable data.
+//!
+//! A frame carries raw counters (so rates can be recomputed from any two
+//! frames) and the signals derived from the previous frame (so replay shows
+//! exactly what live showed). Signals a source cannot provide are absent.
+//! Every string is a sanitised [`Text`]; every signal value is finite.
+
+use super::named::NamedMap;
+use super::signal::Sig;
+use super::signals::Signals;
+use super::text::Text;
+use crate::named_enum;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped on incompatible changes of the frame shape. Version 1 frames
+/// (kitty 0.1 before typed signals) read as version 2 without loss.
+pub const FRAME_VERSION: u32 = 2;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Frame {
+    pub version: u32,
+    /// Tick number since the source started (0-based).
+    pub seq: u64,
+    /// Wall clock, nanoseconds since the Unix epoch.
+    pub wall_ns: u64,
+    /// Monotonic clock, nanoseconds (CLOCK_MONOTONIC); only differences matter.
+    pub mono_ns: u64,
+    pub node: Text,
+    pub interval_ms: u64,
+    pub host: HostFrame,
+    pub ranks: Vec<RankFrame>,
+    #[serde(default)]
+    pub netns: Vec<NetnsFrame>,
+    #[serde(default)]
+    pub gpus: Vec<GpuFrame>,
+    pub sources: Sources,
+    #[serde(default)]
+    pub events: Vec<Event>,
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
+    /// Step time a job reports about itself, by job name (the demo job does).
+    /// Ground truth for checks.
+    #[serde(default)]
+    pub job_step_ms: StepTimes,
+    /// Flows seen by the flow probe in the last seconds, busiest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowFrame>,
+    /// Ticks the sampler skipped before this frame because it was stalled
+    /// (the clock never catches up: rates span the real elapsed time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed_ticks: u64,
+    /// Frames the engine dropped before delivering this one, because its
+    /// consumer was slower than the interval (only a view may drop; a
+    /// recorder never does).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_frames: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Frame {
+    /// The verdicts of one process.
+    pub fn verdicts_of(&self, pid: u32) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(move |v| v.pid == pid)
+    }
+
+    pub fn rank_by_pid(&self, pid: u32) -> Option<&RankFrame> {
+        self.ranks.iter().find(|r| r.key.pid == pid)
+    }
+}
+
+named_enum! {
+    /// Where a frame's data came from.
+    pub enum Source {
+        Procfs = "procfs",
+        SockDiag = "sock_diag",
+        EbpfRtt = "ebpf.rtt",
+        EbpfRunq = "ebpf.runq",
+        EbpfFlow = "ebpf.flow",
+        EbpfEvents = "ebpf.events",
+        Nvml = "nvml",
+    }
+}
+
+/// Each source's state in this frame.
+pub type Sources = NamedMap<Source, SourceStatus>;
+
+named_enum! {
+    pub enum Status {
+        Ok = "ok",
+        Unavailable = "unavailable",
+        Degraded = "degraded",
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SourceStatus {
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Text>,
+}
+
+impl SourceStatus {
+    pub fn ok() -> Self {
+        SourceStatus {
+            status: Status::Ok,
+            reason: None,
+            strategy: None,
+        }
+    }
+    pub fn unavailable(reason: impl AsRef<str>) -> Self {
+        SourceStatus {
+            status: Status::Unavailable,
+            reason: Some(Text::message(reason)),
+            strategy: None,
+        }
+    }
+    pub fn degraded(reason: impl AsRef<str>) -> Self {
+        SourceStatus {
+            status: Status::Degraded,
+            reason: Some(Text::message(reason)),
+            strategy: None,
+        }
+    }
+    pub fn with_strategy(mut self, s: impl AsRef<str>) -> Self {
+        self.strategy = Some(Text::new(s.as_ref()));
+        self
+    }
+    pub fn is_ok(&self) -> bool {
+        self.status == Status::Ok
+    }
+}
+
+/// Step times by job: finite values only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepTimes(BTreeMap<Text, f64>);
+
+impl StepTimes {
+    pub fn set(&mut self, job: Text, ms: f64) {
+        if ms.is_finite() {
+            self.0.insert(job, ms);
+        }
+    }
+    pub fn get(&self, job: &str) -> Option<f64> {
+        self.0.get(&Text::new(job)).copied()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&Text, f64)> {
+        self.0.iter().map(|(k, v)| (k, *v))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> Deserialize<'de> for StepTimes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw: BTreeMap<Text, Option<f64>> = BTreeMap::deserialize(d)?;
+        let mut s = StepTimes::default();
+        for (k, v) in raw {
+            if let Some(v) = v {
+                s.set(k, v);
+            }
+        }
+        Ok(s)
+    }
+}
+
+named_enum! {
+    /// The latency histograms the probes give per rank.
+    pub enum HistKind {
+        RttUs = "rtt_us",
+        RunqUs = "runq_us",
+    }
+}
+
+/// (bucket upper bound, count), non-empty buckets only, per kind.
+pub type Histograms = NamedMap<HistKind, Vec<(f64, u64)>>;
+
+/// Bytes of one (process, local endpoint, remote endpoint), from eBPF.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowFrame {
+    pub pid: u32,
+    /// The rank's comm when the flow belongs to a watched process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<Text>,
+    pub netns: u64,
+    pub protocol: Text,
+    pub local: Text,
+    pub remote: Text,
+    /// Since the flow was first seen.
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes_per_s: f64,
+    pub rx_bytes_per_s: f64,
+}
+
+/// Identity of a watched process: a pid alone is not enough (pid reuse).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct ProcKey {
+    pub pid: u32,
+    /// Start time in clock ticks since boot (field 22 of /proc/<pid>/stat).
+    pub start_time: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Labels {
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub job: Option<Text>,
+    pub pod_uid: Option<Text>,
+    pub container_id: Option<Text>,
+    pub runtime: Option<Text>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankFrame {
+    pub key: ProcKey,
+    pub comm: Text,
+    pub labels: Labels,
+    /// Single-letter process state from /proc/<pid>/stat (R, S, D, Z...).
+    pub state: Text,
+    /// Network namespace inode, when readable.
+    pub netns: Option<u64>,
+    /// GPU index serving this rank, when known (NVML).
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    pub counters: RankCounters,
+    pub signals: Signals,
+    #[serde(default)]
+    pub sockets: Vec<SocketFrame>,
+    /// The busiest threads by run-queue delay (at most a handful).
+    #[serde(default)]
+    pub threads: Vec<ThreadFrame>,
+    /// Latency histograms of this tick from the probes.
+    #[serde(default, skip_serializing_if = "NamedMap::is_empty")]
+    pub histograms: Histograms,
+}
+
+impl RankFrame {
+    /// `rank 3` or `pid 4242` when the process has no rank label.
+    pub fn display_name(&self) -> String {
+        match self.labels.rank {
+            Some(r) => format!("rank {r}"),
+            None => format!("pid {}", self.key.pid),
+        }
+    }
+
+    pub fn signal(&self, sig: Sig) -> Option<f64> {
+        self.signals.get(sig)
+    }
+}
+
+/// Cumulative counters of one process at one tick; rates come from two of these.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankCounters {
+    pub cpu_ticks: u64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub run_delay_ns: u64,
+    pub exec_ns: u64,
+    pub nr_migrations: u64,
+    pub io_read_bytes: Option<u64>,
+    pub io_write_bytes: Option<u64>,
+    pub cfs_throttled_ns: Option<u64>,
+    /// Sums over the sockets seen this tick (informative; rates use per-socket deltas).
+    pub tcp_total_retrans: Option<u64>,
+    pub tcp_segs_out: Option<u64>,
+    pub tcp_segs_in: Option<u64>,
+    pub tcp_bytes_acked: Option<u64>,
+    pub tcp_bytes_received: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SocketFrame {
+    pub inode: u64,
+    pub local: Text,
+    pub remote: Text,
+    pub state: Text,
+    pub tx_queue: u64,
+    pub rx_queue: u64,
+    /// tcp_info, when sock_diag answered for this socket.
+    pub info: Option<TcpInfo>,
+    /// Per-socket rates against the previous frame.
+    #[serde(default)]
+    pub signals: Signals,
+}
+
+/// The tcp_info fields kitty uses (see linux/tcp.h). Fields newer than the
+/// running kernel are None.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TcpInfo {
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub total_retrans: u32,
+    pub snd_cwnd: u32,
+    pub min_rtt_us: Option<u32>,
+    pub bytes_acked: Option<u64>,
+    pub bytes_received: Option<u64>,
+    pub segs_out: Option<u32>,
+    pub segs_in: Option<u32>,
+    pub notsent_bytes: Option<u32>,
+    pub delivery_rate: Option<u64>,
+    pub busy_time_us: Option<u64>,
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+    pub bytes_sent: Option<u64>,
+    pub bytes_retrans: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadFrame {
+    pub tid: u32,
+    pub comm: Text,
+    pub run_delay_ms_per_s: f64,
+    pub cpu_pct: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostFrame {
+    pub signals: Signals,
+    /// Utilization of each CPU, percent.
+    #[serde(default)]
+    pub cpu_pct: Vec<f64>,
+    #[serde(default)]
+    pub interfaces: Vec<InterfaceFrame>,
+    /// Raw counters kept for the next rate computation.
+    #[serde(default)]
+    pub counters: HostCounters,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostCounters {
+    /// (busy, total) jiffies: all CPUs, then each CPU.
+    pub cpu_total: (u64, u64),
+    pub cpu_each: Vec<(u64, u64)>,
+    /// PSI "some" total stall microseconds: cpu, memory, io.
+    pub psi_some_us: [Option<u64>; 3],
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct InterfaceFrame {
+    pub name: Text,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_bytes_per_s: Option<f64>,
+    pub tx_bytes_per_s: Option<f64>,
+}
+
+/// Per network namespace TCP counters (/proc/<pid>/net/snmp and netstat).
+/// Shared by every rank in the namespace: the node view, not a rank signal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NetnsFrame {
+    pub inode: u64,
+    pub pids: Vec<u32>,
+    pub counters: BTreeMap<Text, u64>,
+    pub signals: Signals,
+}
+
+named_enum! {
+    /// A GPU's state as kitty sees it.
+    #[derive(Default)]
+    pub enum GpuStatus {
+        #[default]
+        Ok = "ok",
+        /// Fell off the bus (NVML_ERROR_GPU_IS_LOST).
+        Lost = "lost",
+        /// NVML stopped answering; the values are the last it gave.
+        Stale = "stale",
+        /// NVML refused to open the device; see `error`.
+        Error = "error",
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GpuFrame {
+    pub index: u32,
+    pub name: Text,
+    pub signals: Signals,
+    #[serde(default, deserialize_with = "gpu_status")]
+    pub status: GpuStatus,
+    /// Why the device could not be read, with `GpuStatus::Error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Text>,
+    /// Active clock throttle reasons, decoded ("hw_slowdown", "sw_thermal"...).
+    #[serde(default)]
+    pub throttle: Vec<Text>,
+    /// XID errors in the last window (count) and the most recent codes.
+    #[serde(default)]
+    pub xid_recent: u32,
+    #[serde(default)]
+    pub xid_last: Vec<u64>,
+    /// Compute processes on this GPU: (host pid, used memory bytes).
+    #[serde(default)]
+    pub processes: Vec<(u32, u64)>,
+}
+
+/// Version 1 wrote the status as free text ("", "ok", "error: ...").
+fn gpu_status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<GpuStatus, D::Error> {
+    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    Ok(match s.as_ref() {
+        "" | "ok" => GpuStatus::Ok,
+        "lost" => GpuStatus::Lost,
+        "stale" => GpuStatus::Stale,
+        _ => GpuStatus::Error,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    pub wall_ns: u64,
+    pub kind: EventKind,
+    pub message: Text,
+}
+
+impl Event {
+    pub fn new(wall_ns: u64, kind: EventKind, message: impl AsRef<str>) -> Event {
+        Event {
+            wall_ns,
+            kind,
+            message: Text::message(message),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    RankAppeared,
+    RankExited,
+    VerdictRaised,
+    VerdictCleared,
+    SourceLost,
+    SourceRecovered,
+    /// The OOM killer chose a victim (from eBPF).
+    OomKill,
+    /// A watched process died from a fatal signal (from eBPF).
+    FatalSignal,
+    /// Many execve calls in a short time (from eBPF, rate-limited).
+    ExecBurst,
+    /// The sampler was stalled and skipped ticks (no catch-up burst).
+    SamplingGap,
+    /// A view was slower than the sampler and skipped frames.
+    FramesSkipped,
+    /// Anything a newer kitty reports that this one does not know.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    pub rank: Option<u32>,
+    pub pid: u32,
+    pub job: Option<Text>,
+    pub signal: Sig,
+    pub value: f64,
+    pub peer_median: f64,
+    pub ratio: f64,
+    pub for_s: f64,
+    pub severity: Severity,
+    pub message: Text,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Warning,
+    Critical,
+}

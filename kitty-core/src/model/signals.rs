@@ -1,0 +1,132 @@
+//! `Signals`: the values of typed signals at one tick. Only finite values
+//! get in (a NaN or infinity offered by any source is dropped, so a frame
+//! always serializes and reads back). Serialized as `{name: value}`; names a
+//! reader does not know (a newer kitty wrote them) are skipped, not errors.
+
+use super::signal::Sig;
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signals(BTreeMap<Sig, f64>);
+
+impl Signals {
+    pub fn new() -> Self {
+        Signals::default()
+    }
+
+    /// Sets a value; returns false (and keeps nothing) when it is not finite.
+    pub fn set(&mut self, sig: Sig, v: f64) -> bool {
+        if v.is_finite() {
+            self.0.insert(sig, v);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sets the value when there is one.
+    pub fn set_opt(&mut self, sig: Sig, v: Option<f64>) {
+        if let Some(v) = v {
+            self.set(sig, v);
+        }
+    }
+
+    pub fn get(&self, sig: Sig) -> Option<f64> {
+        self.0.get(&sig).copied()
+    }
+
+    pub fn contains(&self, sig: Sig) -> bool {
+        self.0.contains_key(&sig)
+    }
+
+    pub fn remove(&mut self, sig: Sig) -> Option<f64> {
+        self.0.remove(&sig)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Sig, f64)> + '_ {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = Sig> + '_ {
+        self.0.keys().copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<(Sig, f64)> for Signals {
+    fn from_iter<I: IntoIterator<Item = (Sig, f64)>>(iter: I) -> Self {
+        let mut s = Signals::new();
+        for (k, v) in iter {
+            s.set(k, v);
+        }
+        s
+    }
+}
+
+impl serde::Serialize for Signals {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k.name(), v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Signals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Signals;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of signal names to numbers")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Signals, A::Error> {
+                let mut out = Signals::new();
+                while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    // A null (a non-finite value written by an old kitty) or
+                    // an unknown name is skipped, never fatal.
+                    let v: Option<f64> = map.next_value()?;
+                    if let (Some(sig), Some(v)) = (Sig::from_name(&name), v) {
+                        out.set(sig, v);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_finite_values_get_in() {
+        let mut s = Signals::new();
+        assert!(s.set(Sig::CpuPct, 3.5));
+        assert!(!s.set(Sig::RunDelayMsPerS, f64::NAN));
+        assert!(!s.set(Sig::RunDelayMsPerS, f64::INFINITY));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.get(Sig::CpuPct), Some(3.5));
+    }
+
+    #[test]
+    fn unknown_names_and_nulls_are_skipped_when_read() {
+        let s: Signals =
+            serde_json::from_str(r#"{"cpu_pct": 2.0, "from_the_future": 1.0, "fds": null}"#)
+                .unwrap();
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![(Sig::CpuPct, 2.0)]);
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"cpu_pct":2.0}"#);
+    }
+}

@@ -1,0 +1,183 @@
+//! `Text`: a string from the watched system, made safe to show. kitty runs
+//! as root on shared nodes and shows names any local user chooses (comm,
+//! thread names, job labels, cgroup paths, symbols): every string in a frame
+//! is a `Text`, sanitised when it is made and again when it is read from a
+//! file, so no control character (C0, DEL, C1, escape sequences) or
+//! bidirectional override ever reaches a terminal, a dump, a CSV or an
+//! exposition. They are shown as visible escapes (`\e`, `\r`, `\x07`,
+//! `\u{202e}`). Lengths are capped with a visible marker.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct Text(String);
+
+impl Text {
+    /// Default cap for names and labels, in characters after escaping.
+    pub const MAX: usize = 256;
+    /// Cap for kitty's own sentences (verdicts, events) built from names.
+    pub const MAX_MESSAGE: usize = 2048;
+
+    /// Sanitises and caps at [`Text::MAX`].
+    pub fn new(raw: &str) -> Text {
+        Text::capped(raw, Text::MAX)
+    }
+
+    /// Sanitises and caps at `max` characters (plus the marker).
+    pub fn capped(raw: &str, max: usize) -> Text {
+        Text(sanitize(raw, max))
+    }
+
+    /// From bytes of unknown encoding (a kernel comm, an environ value).
+    pub fn from_bytes(raw: &[u8]) -> Text {
+        Text::new(&String::from_utf8_lossy(raw))
+    }
+
+    /// A kitty-written sentence (its parts already `Text`), capped generously.
+    pub fn message(s: impl AsRef<str>) -> Text {
+        Text::capped(s.as_ref(), Text::MAX_MESSAGE)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// Escapes every character a terminal could act on and caps the length.
+pub fn sanitize(raw: &str, max: usize) -> String {
+    let mut out = String::with_capacity(raw.len().min(max + 16));
+    let mut shown = 0usize;
+    let mut cut = 0usize;
+    for c in raw.chars() {
+        let piece: std::borrow::Cow<str> = match c {
+            '\x1b' => "\\e".into(),
+            '\n' => "\\n".into(),
+            '\r' => "\\r".into(),
+            '\t' => "\\t".into(),
+            '\0' => "\\0".into(),
+            c if (c as u32) < 0x20 || c == '\x7f' => format!("\\x{:02x}", c as u32).into(),
+            // C1 controls (CSI is U+009B), bidi overrides and isolates, and
+            // the line/paragraph separators.
+            c if ('\u{80}'..='\u{9f}').contains(&c)
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+                || c == '\u{2028}'
+                || c == '\u{2029}'
+                || c == '\u{feff}' =>
+            {
+                format!("\\u{{{:x}}}", c as u32).into()
+            }
+            c => {
+                let mut b = [0u8; 4];
+                String::from(c.encode_utf8(&mut b) as &str).into()
+            }
+        };
+        let n = piece.chars().count();
+        if shown + n > max {
+            cut += 1;
+            continue;
+        }
+        shown += n;
+        out.push_str(&piece);
+    }
+    if cut > 0 {
+        out.push_str(&format!("…[+{cut} chars]"));
+    }
+    out
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text::new(s)
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text::new(&s)
+    }
+}
+
+impl From<&String> for Text {
+    fn from(s: &String) -> Text {
+        Text::new(s)
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// A string read from a file (a recording someone gave you) is sanitised too.
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(Text::capped(&s, Text::MAX_MESSAGE))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_become_visible_escapes() {
+        let t = Text::new("evil\x1b]0;PWNED\x07\r\n\u{9b}2J\u{202e}x\u{7f}");
+        assert_eq!(
+            t.as_str(),
+            "evil\\e]0;PWNED\\x07\\r\\n\\u{9b}2J\\u{202e}x\\x7f"
+        );
+        assert!(!t.chars().any(|c| c.is_control()));
+    }
+
+    #[test]
+    fn plain_names_are_untouched() {
+        assert_eq!(Text::new("train.py").as_str(), "train.py");
+        assert_eq!(Text::new("gpt2-ddp/日本").as_str(), "gpt2-ddp/日本");
+    }
+
+    #[test]
+    fn long_strings_are_capped_with_a_marker() {
+        let t = Text::new(&"a".repeat(100_000));
+        assert!(t.len() < 300, "{}", t.len());
+        assert!(t.ends_with(&format!("…[+{} chars]", 100_000 - Text::MAX)));
+    }
+
+    #[test]
+    fn reading_sanitises_too() {
+        let t: Text = serde_json::from_str("\"a\\u001bb\"").unwrap();
+        assert_eq!(t.as_str(), "a\\eb");
+    }
+}

@@ -1,0 +1,179 @@
+//! The sampler: reads every procfs / sock_diag source once per tick and
+//! turns two consecutive raw samples into a [`Frame`] with rates. One tick
+//! is a sequence of phases, each in its own module: the watch list
+//! (discovery), the processes, their sockets per network namespace, the rank
+//! frames, the host, and the sources' status.
+
+mod host;
+mod procs;
+mod rank;
+mod sockets;
+mod watch;
+
+use crate::model::time::{mono_ns, wall_ns};
+use crate::model::{Event, EventKind, Frame, HostFrame, Source, SourceStatus, Sources, Text};
+use crate::sources::cgroup::CgroupMounts;
+use crate::sources::discovery::WatchRule;
+use crate::sources::Roots;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use watch::label_of;
+
+#[derive(Debug, Clone)]
+pub struct SamplerConfig {
+    pub roots: Roots,
+    pub rule: WatchRule,
+    pub interval: Duration,
+    /// How often the process list is refreshed.
+    pub discovery_every: Duration,
+    pub node: String,
+    /// Use sock_diag for per-socket tcp_info (else only /proc/<pid>/net/tcp).
+    pub sock_diag: bool,
+    /// Pids a probe saw exec or fork, looked at on the next tick.
+    pub hints: WatchHints,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            roots: Roots::default(),
+            rule: WatchRule::default(),
+            interval: Duration::from_millis(500),
+            discovery_every: Duration::from_secs(5),
+            node: crate::model::time::node_name(),
+            sock_diag: true,
+            hints: WatchHints::default(),
+        }
+    }
+}
+
+/// Pids worth a look before the next discovery cycle (new execs and forks,
+/// from the events probe). Shared between the probe and the sampler.
+#[derive(Debug, Clone, Default)]
+pub struct WatchHints(Arc<Mutex<HashSet<u32>>>);
+
+impl WatchHints {
+    pub fn add(&self, pid: u32) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: a fork storm must not grow this without limit.
+        if s.len() < 4096 {
+            s.insert(pid);
+        }
+    }
+
+    fn take(&self) -> HashSet<u32> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+pub struct Sampler {
+    cfg: SamplerConfig,
+    watch: watch::WatchList,
+    mounts: CgroupMounts,
+    sockets: sockets::SocketReader,
+    procs: procs::ProcReader,
+    prev_mono: Option<u64>,
+    prev_host: Option<HostFrame>,
+    prev_sources: Sources,
+    seq: u64,
+}
+
+impl Sampler {
+    pub fn new(cfg: SamplerConfig) -> Self {
+        let mounts = CgroupMounts::load(&cfg.roots);
+        Sampler {
+            sockets: sockets::SocketReader::new(cfg.sock_diag),
+            procs: procs::ProcReader::new(cfg.discovery_every),
+            cfg,
+            watch: Default::default(),
+            mounts,
+            prev_mono: None,
+            prev_host: None,
+            prev_sources: Sources::default(),
+            seq: 0,
+        }
+    }
+
+    pub fn config(&self) -> &SamplerConfig {
+        &self.cfg
+    }
+
+    /// Takes one sample and returns the frame (rates against the previous tick).
+    pub fn tick(&mut self) -> Frame {
+        let mono = mono_ns();
+        let wall = wall_ns();
+        let mut events = Vec::new();
+        let hinted = self.cfg.hints.take();
+        self.watch
+            .refresh(&self.cfg, &hinted, (mono, wall), &mut events);
+        let dt_s = self
+            .prev_mono
+            .map(|p| (mono.saturating_sub(p)) as f64 / 1e9)
+            .filter(|d| *d > 0.0);
+
+        let (samples, gone) = self.procs.read(&self.cfg.roots, &self.watch.watched, mono);
+        self.watch.remove_gone(&gone, wall, &mut events);
+        let tables = self.sockets.read(&self.cfg.roots, &samples);
+        let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
+        let ranks = self
+            .procs
+            .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
+
+        let host = host::build_host(
+            &crate::sources::host::read_host(&self.cfg.roots),
+            self.prev_host.as_ref(),
+            dt_s,
+        );
+        self.prev_host = Some(host.clone());
+        let sources = self.sources(wall, &mut events);
+        self.prev_mono = Some(mono);
+        let frame = Frame {
+            version: crate::model::FRAME_VERSION,
+            seq: self.seq,
+            wall_ns: wall,
+            mono_ns: mono,
+            node: Text::new(&self.cfg.node),
+            interval_ms: self.cfg.interval.as_millis() as u64,
+            host,
+            ranks,
+            netns,
+            sources,
+            events,
+            ..Default::default()
+        };
+        self.seq += 1;
+        frame
+    }
+
+    /// procfs and sock_diag status, with an event when one is lost or back.
+    fn sources(&mut self, wall: u64, events: &mut Vec<Event>) -> Sources {
+        let mut sources = Sources::default();
+        sources.insert(
+            Source::Procfs,
+            match &self.watch.error {
+                None => SourceStatus::ok(),
+                Some(e) => SourceStatus::unavailable(e),
+            },
+        );
+        sources.insert(Source::SockDiag, self.sockets.status());
+        for (name, st) in sources.iter() {
+            match self.prev_sources.get(name) {
+                Some(p) if p.is_ok() && !st.is_ok() => events.push(Event::new(
+                    wall,
+                    EventKind::SourceLost,
+                    format!("{name} lost: {}", st.reason.as_deref().unwrap_or_default()),
+                )),
+                Some(p) if !p.is_ok() && st.is_ok() => events.push(Event::new(
+                    wall,
+                    EventKind::SourceRecovered,
+                    format!("{name} recovered"),
+                )),
+                _ => {}
+            }
+        }
+        self.prev_sources = sources.clone();
+        sources
+    }
+}

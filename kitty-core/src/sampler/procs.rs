@@ -1,0 +1,164 @@
+//! The processes phase: reads each watched process (reusing what need not
+//! be read every tick) and, once sockets are known, turns each sample and
+//! its predecessor into a rank frame.
+
+use super::rank::{build_rank, RankInput};
+use crate::model::rates::rate;
+use crate::model::{ProcKey, RankFrame, TcpInfo};
+use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
+use crate::sources::discovery::Watched;
+use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
+use crate::sources::tcp_table::SocketRaw;
+use crate::sources::Roots;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How often the per-thread `sched` files (migrations) are read.
+const SCHED_EVERY: Duration = Duration::from_secs(2);
+
+/// What the previous tick left for rate computation.
+pub(super) struct ProcPrev {
+    pub sample: ProcSample,
+    /// Monotonic ns of the last full fd scan.
+    fd_scan_ns: u64,
+    /// Last read of the migration counters (monotonic ns, total) and the rate
+    /// it gave, carried between reads.
+    pub migrations: Option<(u64, u64)>,
+    pub migrations_rate: Option<f64>,
+    pub cfs_ns: Option<u64>,
+    pub tcp: HashMap<u64, TcpInfo>,
+}
+
+pub(super) struct ProcReader {
+    prev: HashMap<ProcKey, ProcPrev>,
+    page_size: u64,
+    /// The fd scan is reused at most this long while the fd count holds.
+    rescan_every: Duration,
+}
+
+/// One watched process's sample of this tick.
+pub(super) type Sample = (Watched, ProcSample);
+
+impl ProcReader {
+    pub fn new(rescan_every: Duration) -> Self {
+        // SAFETY: sysconf has no preconditions.
+        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        ProcReader {
+            prev: HashMap::new(),
+            page_size,
+            rescan_every,
+        }
+    }
+
+    /// Reads every watched process; returns the samples and the processes
+    /// that are gone (exited, or their pid reused).
+    pub fn read(
+        &self,
+        roots: &Roots,
+        watched: &[Watched],
+        mono: u64,
+    ) -> (Vec<Sample>, Vec<Watched>) {
+        let mut samples = Vec::new();
+        let mut gone = Vec::new();
+        for w in watched {
+            let dir = roots.pid_dir(w.key.pid);
+            let prev = self.prev.get(&w.key);
+            // Reuse the fd scan while the fd count holds, but rescan at least
+            // every discovery period so a swapped socket is not missed for long.
+            let fds = prev
+                .filter(|p| mono.saturating_sub(p.fd_scan_ns) < self.rescan_every.as_nanos() as u64)
+                .and_then(|p| {
+                    p.sample.fds.map(|count| FdReuse {
+                        count,
+                        socket_inodes: &p.sample.socket_inodes,
+                    })
+                });
+            let sched_due = prev
+                .and_then(|p| p.migrations)
+                .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
+            let reuse = Reuse {
+                fds,
+                threads: prev.map(|p| &p.sample.per_thread),
+                skip_sched: !sched_due,
+            };
+            match read_process(&dir, self.page_size, reuse) {
+                Ok(s) if s.start_time == w.key.start_time => samples.push((w.clone(), s)),
+                // Same pid, new start time: the watched process is gone and the pid reused.
+                Ok(_) | Err(ReadError::Gone) | Err(ReadError::Other(_)) => gone.push(w.clone()),
+            }
+        }
+        (samples, gone)
+    }
+
+    /// Rank frames from this tick's samples and their sockets; remembers
+    /// what the next tick's rates need.
+    pub fn build_ranks(
+        &mut self,
+        samples: Vec<Sample>,
+        tables: &HashMap<u64, HashMap<u64, SocketRaw>>,
+        mounts: &CgroupMounts,
+        mono: u64,
+        dt_s: Option<f64>,
+    ) -> Vec<RankFrame> {
+        let mut ranks = Vec::with_capacity(samples.len());
+        let mut next = HashMap::new();
+        for (w, s) in samples {
+            let cfs_ns = mounts.cpu_stat_path(&w.cgroup).and_then(|(path, v)| {
+                std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|t| parse_throttled_ns(&t, v))
+            });
+            let table = w.netns.and_then(|ns| tables.get(&ns));
+            let sockets: Vec<&SocketRaw> = s
+                .socket_inodes
+                .iter()
+                .filter_map(|i| table.and_then(|t| t.get(i)))
+                .collect();
+            let prev = self.prev.get(&w.key);
+            // Migrations: a new reading gives a rate over the time since the
+            // last reading; between readings the last rate carries on.
+            let (migrations, migrations_rate) = match (s.migrations_known, prev) {
+                (true, Some(p)) => {
+                    let r = p.migrations.and_then(|(t, total)| {
+                        rate(total, s.nr_migrations, mono.saturating_sub(t) as f64 / 1e9)
+                    });
+                    (Some((mono, s.nr_migrations)), r)
+                }
+                (true, None) => (Some((mono, s.nr_migrations)), None),
+                (false, Some(p)) => (p.migrations, p.migrations_rate),
+                (false, None) => (None, None),
+            };
+            ranks.push(build_rank(RankInput {
+                w: &w,
+                s: &s,
+                cfs_ns,
+                sockets: &sockets,
+                prev,
+                dt_s,
+                migrations_rate,
+                migrations,
+            }));
+            let tcp = sockets
+                .iter()
+                .filter_map(|r| r.info.clone().map(|i| (r.inode, i)))
+                .collect();
+            let fd_scan_ns = match prev {
+                Some(p) if !s.fds_rescanned => p.fd_scan_ns,
+                _ => mono,
+            };
+            next.insert(
+                w.key,
+                ProcPrev {
+                    sample: s,
+                    fd_scan_ns,
+                    migrations,
+                    migrations_rate,
+                    cfs_ns,
+                    tcp,
+                },
+            );
+        }
+        self.prev = next;
+        ranks
+    }
+}

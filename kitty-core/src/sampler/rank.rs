@@ -1,0 +1,210 @@
+//! One rank's frame from its sample, its sockets and the previous tick:
+//! gauges always, rates once there is a previous sample.
+
+use super::procs::ProcPrev;
+use crate::model::rates::{rate, rate_opt, TcpDeltas};
+use crate::model::{
+    Histograms, RankCounters, RankFrame, Sig, Signals, SocketFrame, TcpInfo, Text, ThreadFrame,
+};
+use crate::sources::discovery::Watched;
+use crate::sources::process::ProcSample;
+use crate::sources::tcp_table::SocketRaw;
+
+/// Everything one rank's frame is built from.
+pub(super) struct RankInput<'a> {
+    pub w: &'a Watched,
+    pub s: &'a ProcSample,
+    pub cfs_ns: Option<u64>,
+    pub sockets: &'a [&'a SocketRaw],
+    pub prev: Option<&'a ProcPrev>,
+    pub dt_s: Option<f64>,
+    pub migrations_rate: Option<f64>,
+    pub migrations: Option<(u64, u64)>,
+}
+
+/// The busiest threads kept per rank.
+const THREADS_KEPT: usize = 8;
+
+pub(super) fn build_rank(input: RankInput) -> RankFrame {
+    let RankInput {
+        w,
+        s,
+        cfs_ns,
+        sockets,
+        prev,
+        dt_s,
+        migrations_rate,
+        migrations,
+    } = input;
+    let mut sig = gauges(s, sockets);
+    let infos: Vec<&TcpInfo> = sockets.iter().filter_map(|x| x.info.as_ref()).collect();
+
+    let mut socket_frames = Vec::with_capacity(sockets.len());
+    let mut deltas = TcpDeltas::default();
+    for raw in sockets {
+        let mut ssig = Signals::new();
+        if let (Some(p), Some(info), Some(dt)) = (prev, &raw.info, dt_s) {
+            let mut d = TcpDeltas::default();
+            d.add(p.tcp.get(&raw.inode), info);
+            d.write(dt, &mut ssig);
+            deltas.add(p.tcp.get(&raw.inode), info);
+        }
+        socket_frames.push(SocketFrame {
+            inode: raw.inode,
+            local: Text::new(&raw.local.to_string()),
+            remote: Text::new(&raw.remote.to_string()),
+            state: Text::new(raw.state),
+            tx_queue: raw.tx_queue,
+            rx_queue: raw.rx_queue,
+            info: raw.info.clone(),
+            signals: ssig,
+        });
+    }
+
+    let mut threads = Vec::new();
+    if let (Some(p), Some(dt)) = (prev, dt_s) {
+        let ps = &p.sample;
+        sig.set_opt(
+            Sig::CpuPct,
+            rate(ps.exec_ns, s.exec_ns, dt).map(|r| r / 1e7),
+        );
+        sig.set_opt(
+            Sig::RunDelayMsPerS,
+            rate(ps.run_delay_ns, s.run_delay_ns, dt).map(|r| r / 1e6),
+        );
+        sig.set_opt(Sig::MigrationsPerS, migrations_rate);
+        sig.set_opt(
+            Sig::CtxVoluntaryPerS,
+            rate(ps.ctx_voluntary, s.ctx_voluntary, dt),
+        );
+        sig.set_opt(
+            Sig::CtxInvoluntaryPerS,
+            rate(ps.ctx_involuntary, s.ctx_involuntary, dt),
+        );
+        sig.set_opt(
+            Sig::IoReadBytesPerS,
+            rate_opt(ps.io_read_bytes, s.io_read_bytes, dt),
+        );
+        sig.set_opt(
+            Sig::IoWriteBytesPerS,
+            rate_opt(ps.io_write_bytes, s.io_write_bytes, dt),
+        );
+        sig.set_opt(
+            Sig::CfsThrottledMsPerS,
+            rate_opt(p.cfs_ns, cfs_ns, dt).map(|r| r / 1e6),
+        );
+        if !infos.is_empty() {
+            deltas.write(dt, &mut sig);
+        }
+        threads = busiest_threads(s, ps, dt);
+    }
+
+    let sum = |f: &dyn Fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
+        (!infos.is_empty()).then(|| infos.iter().filter_map(|i| f(i)).sum())
+    };
+    let counters = RankCounters {
+        cpu_ticks: s.cpu_ticks,
+        ctx_voluntary: s.ctx_voluntary,
+        ctx_involuntary: s.ctx_involuntary,
+        run_delay_ns: s.run_delay_ns,
+        exec_ns: s.exec_ns,
+        nr_migrations: migrations.map_or(0, |(_, total)| total),
+        io_read_bytes: s.io_read_bytes,
+        io_write_bytes: s.io_write_bytes,
+        cfs_throttled_ns: cfs_ns,
+        tcp_total_retrans: sum(&|i| Some(i.total_retrans as u64)),
+        tcp_segs_out: sum(&|i| i.segs_out.map(u64::from)),
+        tcp_segs_in: sum(&|i| i.segs_in.map(u64::from)),
+        tcp_bytes_acked: sum(&|i| i.bytes_acked),
+        tcp_bytes_received: sum(&|i| i.bytes_received),
+    };
+
+    RankFrame {
+        key: w.key,
+        comm: Text::new(&s.comm),
+        labels: w.labels.clone(),
+        state: Text::new(&s.state.to_string()),
+        netns: w.netns,
+        gpu: None,
+        counters,
+        signals: sig,
+        sockets: socket_frames,
+        threads,
+        histograms: Histograms::default(),
+    }
+}
+
+/// Levels that need no previous sample: threads, memory, fds, queues, RTTs.
+fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
+    let mut sig = Signals::new();
+    sig.set(Sig::Threads, s.threads as f64);
+    sig.set_opt(Sig::RssBytes, s.rss_bytes.map(|v| v as f64));
+    sig.set_opt(Sig::AffinityCpus, s.affinity_cpus.map(|v| v as f64));
+    sig.set_opt(Sig::Fds, s.fds.map(|v| v as f64));
+    sig.set_opt(Sig::Sockets, s.fds.map(|_| s.socket_inodes.len() as f64));
+    sig.set(Sig::TcpSockets, sockets.len() as f64);
+    sig.set(
+        Sig::TxQueueBytes,
+        sockets.iter().map(|x| x.tx_queue).sum::<u64>() as f64,
+    );
+    sig.set(
+        Sig::RxQueueBytes,
+        sockets.iter().map(|x| x.rx_queue).sum::<u64>() as f64,
+    );
+    let infos: Vec<&TcpInfo> = sockets.iter().filter_map(|x| x.info.as_ref()).collect();
+    if infos.is_empty() {
+        return sig;
+    }
+    let total = |f: fn(&TcpInfo) -> Option<u64>| infos.iter().filter_map(|i| f(i)).sum::<u64>();
+    sig.set(
+        Sig::NotsentBytes,
+        total(|i| i.notsent_bytes.map(u64::from)) as f64,
+    );
+    sig.set_opt(
+        Sig::SrttMaxUs,
+        sockets
+            .iter()
+            .filter(|x| x.state == "ESTABLISHED")
+            .filter_map(|x| x.info.as_ref())
+            .map(|i| i.rtt_us as f64)
+            .reduce(f64::max),
+    );
+    sig.set_opt(
+        Sig::MinRttUs,
+        infos
+            .iter()
+            .filter_map(|i| i.min_rtt_us)
+            .filter(|v| *v > 0 && *v != u32::MAX)
+            .map(|v| v as f64)
+            .reduce(f64::min),
+    );
+    sig.set(
+        Sig::DeliveryRateBytesPerS,
+        total(|i| i.delivery_rate) as f64,
+    );
+    sig
+}
+
+/// The threads with the most run-queue delay (then CPU) in the interval.
+fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame> {
+    let mut threads: Vec<ThreadFrame> = s
+        .per_thread
+        .iter()
+        .filter_map(|(tid, t)| {
+            let pt = ps.per_thread.get(tid)?;
+            Some(ThreadFrame {
+                tid: *tid,
+                comm: Text::new(&t.comm),
+                run_delay_ms_per_s: rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6,
+                cpu_pct: rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7,
+            })
+        })
+        .collect();
+    threads.sort_by(|a, b| {
+        b.run_delay_ms_per_s
+            .total_cmp(&a.run_delay_ms_per_s)
+            .then(b.cpu_pct.total_cmp(&a.cpu_pct))
+    });
+    threads.truncate(THREADS_KEPT);
+    threads
+}

@@ -1,0 +1,235 @@
+//! Reads recordings: builds an index from record heads alone (seekable
+//! without decompressing), tolerates truncation and garbage, and verifies
+//! each frame's checksum when it is read.
+
+use super::*;
+use crate::model::Frame;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy)]
+pub struct IndexEntry {
+    pub offset: u64,
+    pub len: u32,
+    pub mono_ns: u64,
+    pub wall_ns: u64,
+    pub crc: u32,
+}
+
+pub struct Reader {
+    file: File,
+    path: String,
+    header: Header,
+    index: Vec<IndexEntry>,
+    warnings: Vec<String>,
+}
+
+impl Reader {
+    pub fn open(path: &Path) -> Result<Self, RecordError> {
+        let p = path.display().to_string();
+        let io = |e| RecordError::Io(p.clone(), e);
+        let mut file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut fixed = [0u8; 16];
+        if file.read_exact(&mut fixed).is_err() || &fixed[..8] != MAGIC {
+            return Err(RecordError::NotARecording(p));
+        }
+        let major = u16::from_le_bytes([fixed[8], fixed[9]]);
+        let minor = u16::from_le_bytes([fixed[10], fixed[11]]);
+        if major > MAJOR {
+            return Err(RecordError::NewerVersion {
+                path: p,
+                major,
+                minor,
+            });
+        }
+        let hlen = u32::from_le_bytes(fixed[12..16].try_into().unwrap()) as u64;
+        if hlen > 1 << 20 || 16 + hlen + 4 > file_len {
+            return Err(RecordError::BadHeader(p));
+        }
+        let mut json = vec![0u8; hlen as usize];
+        let mut crc = [0u8; 4];
+        file.read_exact(&mut json).map_err(io)?;
+        file.read_exact(&mut crc).map_err(io)?;
+        if crc32fast::hash(&json) != u32::from_le_bytes(crc) {
+            return Err(RecordError::BadHeader(p));
+        }
+        let header: Header =
+            serde_json::from_slice(&json).map_err(|_| RecordError::BadHeader(p.clone()))?;
+        let mut r = Reader {
+            file,
+            path: p,
+            header,
+            index: Vec::new(),
+            warnings: Vec::new(),
+        };
+        r.build_index(16 + hlen + 4, file_len)?;
+        Ok(r)
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.file.seek(SeekFrom::Start(offset))?;
+        self.file.read_exact(buf)
+    }
+
+    fn build_index(&mut self, mut off: u64, file_len: u64) -> Result<(), RecordError> {
+        let mut head = [0u8; RECORD_HEAD];
+        while off < file_len {
+            if file_len - off < RECORD_HEAD as u64 {
+                self.warnings.push(format!(
+                    "{}: file ends inside a frame at byte {off} ({} bytes lost, likely cut by a crash)",
+                    self.path,
+                    file_len - off
+                ));
+                break;
+            }
+            self.read_at(off, &mut head)
+                .map_err(|e| RecordError::Io(self.path.clone(), e))?;
+            let len = u32::from_le_bytes(head[4..8].try_into().unwrap());
+            let end = off + RECORD_HEAD as u64 + len as u64;
+            let sane = &head[..4] == FRAME_MAGIC && len <= MAX_FRAME;
+            if sane && end > file_len && self.find_magic(off + 1, file_len).is_none() {
+                self.warnings.push(format!(
+                    "{}: last frame at byte {off} is incomplete ({} of {} bytes; likely cut by a crash)",
+                    self.path,
+                    file_len - off - RECORD_HEAD as u64,
+                    len
+                ));
+                break;
+            }
+            // The next record must start right after this one; if not, this
+            // head is damaged and we resynchronise on the next magic.
+            let entry = IndexEntry {
+                offset: off,
+                len,
+                mono_ns: u64::from_le_bytes(head[8..16].try_into().unwrap()),
+                wall_ns: u64::from_le_bytes(head[16..24].try_into().unwrap()),
+                crc: u32::from_le_bytes(head[24..28].try_into().unwrap()),
+            };
+            // When the next head is damaged, this record is still good if its
+            // checksum holds (only then are its payload bytes read here).
+            let next_ok = sane
+                && end <= file_len
+                && (self.magic_prefix_at(end, file_len) || self.verify(&entry).is_ok());
+            if !next_ok {
+                match self.find_magic(off + 1, file_len) {
+                    Some(next) => {
+                        self.warnings.push(format!(
+                            "{}: damaged frame at byte {off}; skipped {} bytes",
+                            self.path,
+                            next - off
+                        ));
+                        off = next;
+                        continue;
+                    }
+                    None => {
+                        self.warnings.push(format!(
+                            "{}: damaged data from byte {off} to the end; skipped",
+                            self.path
+                        ));
+                        break;
+                    }
+                }
+            }
+            self.index.push(entry);
+            off = end;
+        }
+        Ok(())
+    }
+
+    /// True when the bytes at `off` begin a record head, or are the start of
+    /// one cut short by the end of the file, or there are none.
+    fn magic_prefix_at(&mut self, off: u64, file_len: u64) -> bool {
+        let n = (file_len - off).min(4) as usize;
+        let mut m = [0u8; 4];
+        self.read_at(off, &mut m[..n]).is_ok() && m[..n] == FRAME_MAGIC[..n]
+    }
+
+    fn find_magic(&mut self, from: u64, file_len: u64) -> Option<u64> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut off = from;
+        while off < file_len {
+            let n = ((file_len - off) as usize).min(buf.len());
+            self.read_at(off, &mut buf[..n]).ok()?;
+            if let Some(p) = buf[..n].windows(4).position(|w| w == FRAME_MAGIC) {
+                return Some(off + p as u64);
+            }
+            if n < 4 {
+                return None;
+            }
+            off += (n - 3) as u64;
+        }
+        None
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
+    /// Notes about data that could not be read (truncation, damage).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Reads a record's payload and checks its CRC.
+    fn verify(&mut self, e: &IndexEntry) -> Result<Vec<u8>, String> {
+        let mut payload = vec![0u8; e.len as usize];
+        self.read_at(e.offset + RECORD_HEAD as u64, &mut payload)
+            .map_err(|err| err.to_string())?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&e.mono_ns.to_le_bytes());
+        h.update(&e.wall_ns.to_le_bytes());
+        h.update(&payload);
+        if h.finalize() != e.crc {
+            return Err("checksum mismatch (the file is damaged)".into());
+        }
+        Ok(payload)
+    }
+
+    /// Reads and verifies frame `i`.
+    pub fn frame(&mut self, i: usize) -> Result<Frame, RecordError> {
+        let e = self.index[i];
+        let corrupt = |why: String| RecordError::Corrupt {
+            index: i,
+            offset: e.offset,
+            why,
+        };
+        let payload = self.verify(&e).map_err(corrupt)?;
+        let json = zstd::bulk::decompress(&payload, MAX_FRAME as usize)
+            .map_err(|err| corrupt(format!("decompress: {err}")))?;
+        serde_json::from_slice(&json).map_err(|err| corrupt(format!("decode: {err}")))
+    }
+
+    /// Index of the last frame at or before `wall_ns` (the first frame if none).
+    pub fn seek_wall(&self, wall_ns: u64) -> usize {
+        self.index
+            .partition_point(|e| e.wall_ns <= wall_ns)
+            .saturating_sub(1)
+    }
+
+    /// Every readable frame in order; damaged ones are reported in `skipped`.
+    pub fn read_all(&mut self) -> (Vec<Frame>, Vec<RecordError>) {
+        let mut frames = Vec::with_capacity(self.len());
+        let mut skipped = Vec::new();
+        for i in 0..self.len() {
+            match self.frame(i) {
+                Ok(f) => frames.push(f),
+                Err(e) => skipped.push(e),
+            }
+        }
+        (frames, skipped)
+    }
+}

@@ -1,0 +1,244 @@
+//! Round trip, truncation, corruption and version tests of the format, plus
+//! a proptest fuzz harness for the reader.
+
+use super::*;
+use crate::model::{Frame, RankFrame, Sig};
+use std::path::PathBuf;
+
+fn sample_frames(n: usize) -> Vec<Frame> {
+    (0..n)
+        .map(|i| {
+            let mut f = Frame {
+                version: crate::model::FRAME_VERSION,
+                seq: i as u64,
+                wall_ns: 1_700_000_000_000_000_000 + i as u64 * 500_000_000,
+                mono_ns: 1_000_000_000 + i as u64 * 500_000_000,
+                node: "n".into(),
+                interval_ms: 500,
+                ..Default::default()
+            };
+            f.host.signals.set(Sig::CpuUtilPct, i as f64);
+            f.ranks.push(RankFrame {
+                key: crate::model::ProcKey {
+                    pid: 42,
+                    start_time: 7,
+                },
+                comm: "python".into(),
+                labels: Default::default(),
+                state: "S".into(),
+                netns: Some(1),
+                gpu: None,
+                counters: Default::default(),
+                signals: [(Sig::RunDelayMsPerS, i as f64 * 1.5)]
+                    .into_iter()
+                    .collect(),
+                sockets: vec![],
+                threads: vec![],
+                histograms: Default::default(),
+            });
+            f
+        })
+        .collect()
+}
+
+fn header() -> Header {
+    Header {
+        kitty_version: "0.1.0".into(),
+        frame_version: 1,
+        host: "n".into(),
+        interval_ms: 500,
+        start_wall_ns: 1,
+    }
+}
+
+fn write(dir: &tempfile::TempDir, frames: &[Frame]) -> PathBuf {
+    let p = dir.path().join("r.kitty");
+    let mut w = Writer::create(&p, &header()).unwrap();
+    for f in frames {
+        w.append(f).unwrap();
+    }
+    w.finish().unwrap();
+    p
+}
+
+#[test]
+fn round_trip_and_seek() {
+    let d = tempfile::tempdir().unwrap();
+    let frames = sample_frames(20);
+    let p = write(&d, &frames);
+    let mut r = Reader::open(&p).unwrap();
+    assert_eq!(r.header(), &header());
+    assert!(r.warnings().is_empty());
+    let (got, skipped) = r.read_all();
+    assert!(skipped.is_empty());
+    assert_eq!(got, frames);
+    assert_eq!(r.seek_wall(frames[7].wall_ns + 1), 7);
+    assert_eq!(r.seek_wall(0), 0);
+    assert_eq!(r.frame(12).unwrap(), frames[12]);
+}
+
+#[test]
+fn cut_at_any_byte_replays_whole_frames() {
+    let d = tempfile::tempdir().unwrap();
+    let frames = sample_frames(4);
+    let p = write(&d, &frames);
+    let full = std::fs::read(&p).unwrap();
+    let mut r = Reader::open(&p).unwrap();
+    let ends: Vec<u64> = r
+        .index()
+        .iter()
+        .map(|e| e.offset + RECORD_HEAD as u64 + e.len as u64)
+        .collect();
+    let header_end = r.index()[0].offset;
+    let _ = r.read_all();
+    for cut in 0..full.len() {
+        let q = d.path().join("cut.kitty");
+        std::fs::write(&q, &full[..cut]).unwrap();
+        match Reader::open(&q) {
+            Err(e) => assert!((cut as u64) < header_end, "cut {cut}: {e}"),
+            Ok(mut r) => {
+                let whole = ends.iter().filter(|e| **e <= cut as u64).count();
+                let (got, skipped) = r.read_all();
+                assert!(skipped.is_empty());
+                assert_eq!(got.len(), whole, "cut at {cut}");
+                assert_eq!(got[..], frames[..whole]);
+                let partial = cut as u64 > header_end && !ends.contains(&(cut as u64));
+                assert_eq!(
+                    !r.warnings().is_empty(),
+                    partial,
+                    "cut {cut}: {:?}",
+                    r.warnings()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn flipped_byte_is_detected_never_a_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let frames = sample_frames(6);
+    let p = write(&d, &frames);
+    let full = std::fs::read(&p).unwrap();
+    let first = Reader::open(&p).unwrap().index()[0].offset as usize;
+    for pos in first..full.len() {
+        let mut bad = full.clone();
+        bad[pos] ^= 0x40;
+        let q = d.path().join("bad.kitty");
+        std::fs::write(&q, &bad).unwrap();
+        let mut r = Reader::open(&q).unwrap();
+        let (got, skipped) = r.read_all();
+        // Exactly one frame is lost, and the loss is reported.
+        assert!(
+            got.len() >= frames.len() - 1,
+            "flip at {pos}: kept {}",
+            got.len()
+        );
+        assert!(
+            got.iter().all(|f| frames.contains(f)),
+            "flip at {pos} produced a frame that was never written"
+        );
+        assert!(
+            got.len() == frames.len() - 1 && (!skipped.is_empty() || !r.warnings().is_empty()),
+            "flip at {pos} went unnoticed"
+        );
+    }
+}
+
+#[test]
+fn newer_major_is_refused_clearly() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(&d, &sample_frames(1));
+    let mut b = std::fs::read(&p).unwrap();
+    b[8..10].copy_from_slice(&(MAJOR + 1).to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let e = Reader::open(&p).err().unwrap().to_string();
+    assert!(e.contains("newer than this kitty reads"), "{e}");
+}
+
+#[test]
+fn not_a_recording() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("x");
+    std::fs::write(&p, b"hello world, not kitty").unwrap();
+    assert!(Reader::open(&p)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("not a kitty recording"));
+    assert!(Reader::open(&d.path().join("missing")).is_err());
+}
+
+#[test]
+fn unwritable_path_is_an_error() {
+    assert!(Writer::create(std::path::Path::new("/nonexistent-dir/x.kitty"), &header()).is_err());
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Arbitrary edits of a valid file never panic the reader and never
+        /// invent frames.
+        #[test]
+        fn reader_survives_mutations(edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..12),
+                                     cut in any::<prop::sample::Index>()) {
+            let d = tempfile::tempdir().unwrap();
+            let frames = sample_frames(5);
+            let p = write(&d, &frames);
+            let mut b = std::fs::read(&p).unwrap();
+            for (at, v) in edits {
+                let i = at.index(b.len());
+                b[i] = v;
+            }
+            let keep = cut.index(b.len() + 1);
+            b.truncate(keep.max(b.len() / 2));
+            std::fs::write(&p, &b).unwrap();
+            if let Ok(mut r) = Reader::open(&p) {
+                let (got, _) = r.read_all();
+                prop_assert!(got.iter().all(|f| frames.contains(f)));
+            }
+        }
+
+        /// Pure garbage after a valid header.
+        #[test]
+        fn reader_survives_garbage(tail in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let d = tempfile::tempdir().unwrap();
+            let p = write(&d, &[]);
+            let mut b = std::fs::read(&p).unwrap();
+            b.extend_from_slice(&tail);
+            std::fs::write(&p, &b).unwrap();
+            let mut r = Reader::open(&p).unwrap();
+            let _ = r.read_all();
+        }
+    }
+}
+
+/// A recording made by kitty 0.1 (format 1.0, frame version 1, signals as
+/// free strings) before typed signals: it still replays, every frame.
+#[test]
+fn a_version_1_recording_still_replays() {
+    let p =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recording-v1.kitty");
+    let mut r = Reader::open(&p).unwrap();
+    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    assert_eq!(r.header().frame_version, 1);
+    let (frames, skipped) = r.read_all();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(frames.len(), 13);
+    for f in &frames {
+        let ranks: Vec<_> = f
+            .ranks
+            .iter()
+            .filter(|x| x.labels.job.as_deref() == Some("fixture"))
+            .collect();
+        assert_eq!(ranks.len(), 3);
+    }
+    let last = frames.last().unwrap();
+    assert!(last.ranks[0].signal(Sig::RunDelayMsPerS).is_some());
+    assert!(last.ranks[0].signal(Sig::TcpSockets).unwrap() >= 2.0);
+    assert!(last.host.signals.get(Sig::CpuUtilPct).is_some());
+}

@@ -1,0 +1,116 @@
+//! Appends frames to a recording; each frame is flushed as it is written so
+//! a crash loses at most the frame being written.
+
+use super::*;
+use crate::model::Frame;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Where a recording goes: a file (synced when finished) or a stream.
+pub enum Sink {
+    File(File),
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Stream(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Stream(s) => s.flush(),
+        }
+    }
+}
+
+pub struct Writer {
+    out: BufWriter<Sink>,
+    path: String,
+    frames: u64,
+    bytes: u64,
+}
+
+impl Writer {
+    /// Creates (or replaces) a recording file, private to its owner (0600),
+    /// never through a symlink.
+    pub fn create(path: &Path, header: &Header) -> Result<Self, RecordError> {
+        let p = path.display().to_string();
+        let file = crate::sinks::files::create_in_place(path)
+            .map_err(|e| RecordError::Io(p.clone(), std::io::Error::other(e)))?;
+        Self::new(Sink::File(file), p, header)
+    }
+
+    /// Starts a recording on an open sink; `name` is how errors name it.
+    pub fn new(sink: Sink, name: impl Into<String>, header: &Header) -> Result<Self, RecordError> {
+        let mut w = Writer {
+            out: BufWriter::new(sink),
+            path: name.into(),
+            frames: 0,
+            bytes: 0,
+        };
+        let json = serde_json::to_vec(header).expect("header serializes");
+        let mut head = Vec::with_capacity(json.len() + 20);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&MAJOR.to_le_bytes());
+        head.extend_from_slice(&MINOR.to_le_bytes());
+        head.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        head.extend_from_slice(&json);
+        head.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        w.write(&head)?;
+        Ok(w)
+    }
+
+    fn write(&mut self, b: &[u8]) -> Result<(), RecordError> {
+        self.out
+            .write_all(b)
+            .and_then(|_| self.out.flush())
+            .map_err(|e| RecordError::Io(self.path.clone(), e))?;
+        self.bytes += b.len() as u64;
+        Ok(())
+    }
+
+    pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
+        let json = serde_json::to_vec(frame).expect("frames serialize");
+        let payload =
+            zstd::bulk::compress(&json, 3).map_err(|e| RecordError::Io(self.path.clone(), e))?;
+        let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
+        rec.extend_from_slice(FRAME_MAGIC);
+        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let times = [frame.mono_ns.to_le_bytes(), frame.wall_ns.to_le_bytes()].concat();
+        rec.extend_from_slice(&times);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&times);
+        h.update(&payload);
+        rec.extend_from_slice(&h.finalize().to_le_bytes());
+        rec.extend_from_slice(&payload);
+        self.write(&rec)?;
+        self.frames += 1;
+        Ok(())
+    }
+
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Flushes, and syncs a file to disk.
+    pub fn finish(mut self) -> Result<(), RecordError> {
+        self.out
+            .flush()
+            .map_err(|e| RecordError::Io(self.path.clone(), e))?;
+        match self.out.get_ref() {
+            Sink::File(f) => f
+                .sync_all()
+                .map_err(|e| RecordError::Io(self.path.clone(), e)),
+            Sink::Stream(_) => Ok(()),
+        }
+    }
+}

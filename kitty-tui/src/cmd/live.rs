@@ -1,0 +1,39 @@
+//! The live TUI on this node (no subcommand), optionally recording.
+
+use super::check_output;
+use crate::cli::LiveArgs;
+use crate::pipeline;
+use color_eyre::eyre::Result;
+use kitty_core::sampler::SamplerConfig;
+use kitty_core::sinks::files::{self as output, Kind, Target};
+use kitty_core::sinks::record::{Header, Sink, Writer};
+
+/// The recorder of `--record FILE`, checked and opened before sampling.
+pub fn recorder(
+    path: Option<&std::path::Path>,
+    force: bool,
+    cfg: &SamplerConfig,
+) -> Result<Option<(Writer, String)>> {
+    let Some(p) = path else { return Ok(None) };
+    let Target::File(p) = check_output(p, Kind::Recording, force)? else {
+        return Err(crate::error::UsageError::new(
+            "--record - would write into the terminal the TUI draws on; use `record -o -`",
+        )
+        .into());
+    };
+    let file = output::create_in_place(&p)?;
+    let name = p.display().to_string();
+    let w = Writer::new(
+        Sink::File(file),
+        name.clone(),
+        &Header::now(&cfg.node, cfg.interval),
+    )?;
+    Ok(Some((w, name)))
+}
+
+pub fn run(a: LiveArgs) -> Result<i32> {
+    let cfg = pipeline::sampler_config(&a.sampling)?;
+    let rec = recorder(a.record.as_deref(), a.force, &cfg)?;
+    let p = pipeline::build(&a.sampling.node, &cfg);
+    Ok(crate::tui::run_live(cfg, p, rec)?)
+}

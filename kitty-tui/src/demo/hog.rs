@@ -1,0 +1,18 @@
+//! The demo's CPU hog: busy threads that spin forever, pinned if asked (a
+//! noisy neighbour such as a data loader or a co-located service).
+
+use super::ring;
+
+pub fn hog(cpu: Option<usize>, threads: usize) -> std::io::Result<i32> {
+    if let Some(c) = cpu {
+        ring::pin_to_cpus(&[c])?;
+    }
+    for _ in 1..threads.max(1) {
+        std::thread::spawn(|| loop {
+            std::hint::black_box(ring::compute_phase(1000));
+        });
+    }
+    loop {
+        std::hint::black_box(ring::compute_phase(1000));
+    }
+}

@@ -1,0 +1,72 @@
+//! Building the sampling side from the options, in one place: the sampler's
+//! configuration, and the ordered pipeline of enrichers that add to each
+//! frame (eBPF probes, then NVML; a demo job adds its step times last).
+
+use crate::cli::{NodeArgs, Sampling};
+use crate::error::UsageError;
+use kitty_core::engine::Pipeline;
+use kitty_core::sampler::SamplerConfig;
+use kitty_core::sources::discovery::WatchRule;
+use kitty_core::sources::nvml::NvmlSource;
+use kitty_core::sources::Roots;
+
+/// Validates the sampling options and builds the sampler's configuration.
+pub fn sampler_config(s: &Sampling) -> Result<SamplerConfig, UsageError> {
+    let roots = proc_root(&s.node)?;
+    for pid in &s.pids {
+        if !roots.pid_dir(*pid).join("stat").exists() {
+            return Err(UsageError(format!(
+                "pid {pid} does not exist under {}",
+                roots.proc.display()
+            )));
+        }
+    }
+    let (key, value) = WatchRule::parse_env(&s.watch_env).map_err(UsageError)?;
+    Ok(SamplerConfig {
+        roots,
+        rule: WatchRule {
+            key,
+            value,
+            pids: s.pids.clone(),
+        },
+        interval: s.interval,
+        sock_diag: !s.no_sock_diag,
+        ..SamplerConfig::default()
+    })
+}
+
+/// The proc root, checked to be a procfs.
+pub fn proc_root(n: &NodeArgs) -> Result<Roots, UsageError> {
+    let roots = Roots::new(&n.proc_root);
+    std::fs::read_dir(&roots.proc).map_err(|e| {
+        UsageError(format!(
+            "cannot read proc root {}: {e}",
+            roots.proc.display()
+        ))
+    })?;
+    if !roots.proc.join("self").exists() && !roots.proc.join("1").exists() {
+        return Err(UsageError(format!(
+            "{} does not look like a procfs",
+            roots.proc.display()
+        )));
+    }
+    Ok(roots)
+}
+
+/// The enrichers, in order: the eBPF probes unless `--no-ebpf` (each
+/// degrades on its own; an unprivileged user gets their reasons in the
+/// header, not an error), then NVML unless `--no-gpu`.
+pub fn build(n: &NodeArgs, cfg: &SamplerConfig) -> Pipeline {
+    let mut p = Pipeline::new();
+    if !n.no_ebpf {
+        p.push(Box::new(kitty_probe_ebpf::Probes::start(cfg.hints.clone())));
+    }
+    if !n.no_gpu {
+        p.push(Box::new(NvmlSource::start(
+            n.nvml_lib.clone(),
+            cfg.interval,
+            cfg.roots.proc.clone(),
+        )));
+    }
+    p
+}

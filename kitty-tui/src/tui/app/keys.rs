@@ -1,0 +1,169 @@
+//! What each key does: the keymap's actions, the filter and command prompts,
+//! and the flame view's own keys.
+
+use super::{App, Input, Request, View, SORTS};
+use crate::tui::keymap::Action;
+use crossterm::event::{KeyCode, KeyEvent};
+
+impl App {
+    pub fn on_key(&mut self, ev: KeyEvent) {
+        if let Some(input) = self.nav.input.take() {
+            self.on_input_key(input, ev);
+            return;
+        }
+        self.message = None;
+        if self.nav.view == View::Flame && self.flame_key(ev) {
+            return;
+        }
+        let Some(action) = self.keymap.action(&ev) else {
+            return;
+        };
+        let n = self.rows().len();
+        match action {
+            Action::Quit => self.quit = true,
+            Action::Help => {
+                self.nav.view = if self.nav.view == View::Help {
+                    View::Main
+                } else {
+                    View::Help
+                }
+            }
+            Action::Up => self.nav.selected = self.selected_index().saturating_sub(1),
+            Action::Down => {
+                self.nav.selected = (self.selected_index() + 1).min(n.saturating_sub(1))
+            }
+            Action::Top => self.nav.selected = 0,
+            Action::Bottom => self.nav.selected = n.saturating_sub(1),
+            Action::Open => {
+                if self.nav.view == View::Main && n > 0 {
+                    self.nav.view = View::Detail;
+                }
+            }
+            Action::Back => {
+                if self.nav.view != View::Main {
+                    self.nav.view = View::Main;
+                } else {
+                    self.nav.filter.clear();
+                }
+            }
+            Action::Filter => self.nav.input = Some(Input::Filter(self.nav.filter.clone())),
+            Action::Command => self.nav.input = Some(Input::Command(String::new())),
+            Action::Sort => self.nav.sort = (self.nav.sort + 1) % SORTS.len(),
+            Action::Pause => self.toggle_pause(),
+            Action::StepBack => self.step(-1),
+            Action::StepForward => self.step(1),
+            Action::Faster => self.speed(2.0),
+            Action::Slower => self.speed(0.5),
+            Action::Profile => self.ask_profile(),
+        }
+    }
+
+    /// Keys of the flame view; false lets the global bindings have the key.
+    fn flame_key(&mut self, ev: KeyEvent) -> bool {
+        if let Some(p) = &self.profiling.running {
+            if ev.code == KeyCode::Esc {
+                p.cancel();
+                return true;
+            }
+            return false;
+        }
+        if let Some(f) = self.profiling.flame.as_mut() {
+            match f.on_key(ev) {
+                flame::Outcome::Consumed => return true,
+                flame::Outcome::Write => {
+                    self.requests.push(Request::WriteProfile);
+                    return true;
+                }
+                flame::Outcome::NotMine => {}
+            }
+        }
+        if ev.code == KeyCode::Esc {
+            self.nav.view = View::Main;
+            return true;
+        }
+        false
+    }
+
+    /// `p`: ask for a profile of the selected rank.
+    fn ask_profile(&mut self) {
+        if self.replay.is_some() {
+            self.message = Some("profiling needs a live process; this is a replay".into());
+            return;
+        }
+        if self.profiling.running.is_some() {
+            self.nav.view = View::Flame;
+            return;
+        }
+        let Some(r) = self.selected_rank() else {
+            self.message = Some("no rank selected to profile".into());
+            return;
+        };
+        let (pid, name) = (r.key.pid, r.display_name());
+        self.profiling.error = None;
+        self.requests.push(Request::Profile { pid, name });
+        self.nav.view = View::Flame;
+    }
+
+    /// The event loop started the profile asked for.
+    pub fn profile_started(&mut self, p: crate::tui::profiler::Progress) {
+        self.profiling.running = Some(p);
+    }
+
+    /// The profile ended (or could not start).
+    pub fn profile_finished(&mut self, r: Result<kitty_core::profile::Profile, String>) {
+        self.profiling.running = None;
+        match r {
+            Ok(p) => self.profiling.flame = Some(flame::FlameState::new(p)),
+            Err(e) => {
+                self.message = Some(format!("profile: {e}"));
+                self.profiling.error = Some(e);
+            }
+        }
+    }
+
+    /// The result of writing the profile, shown in the flame view.
+    pub fn profile_written(&mut self, what: String) {
+        if let Some(f) = self.profiling.flame.as_mut() {
+            f.message = Some(what);
+        }
+    }
+
+    fn on_input_key(&mut self, input: Input, ev: KeyEvent) {
+        let (mut text, is_filter) = match input {
+            Input::Filter(t) => (t, true),
+            Input::Command(t) => (t, false),
+        };
+        match ev.code {
+            KeyCode::Esc => {
+                if is_filter {
+                    self.nav.filter.clear();
+                }
+                return;
+            }
+            KeyCode::Enter => {
+                if is_filter {
+                    self.nav.filter = text;
+                    self.nav.selected = 0;
+                } else {
+                    self.run_command(text.trim());
+                }
+                return;
+            }
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Char(c) => text.push(c),
+            _ => {}
+        }
+        if is_filter {
+            // Live filtering as the user types.
+            self.nav.filter = text.clone();
+            self.nav.selected = 0;
+            self.nav.input = Some(Input::Filter(text));
+        } else {
+            self.nav.input = Some(Input::Command(text));
+        }
+    }
+}
+
+use super::flame;

@@ -1,0 +1,424 @@
+//! App state: the frames the app was given, the user's navigation, and what
+//! the user asked for that needs the outside world (a profile, a file).
+//! No drawing, no /proc and no files here: the event loop carries out
+//! [`Request`]s, the views only read this state.
+
+mod command;
+pub mod flame;
+mod keys;
+mod replay;
+
+pub use replay::ReplayState;
+
+use super::keymap::KeyMap;
+use super::profiler::Progress;
+use flame::FlameState;
+use kitty_core::analysis::bands::PeerBands;
+use kitty_core::model::history::History;
+use kitty_core::model::{Event, EventKind, Frame, RankFrame, Severity, Sig, Verdict};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Main,
+    Detail,
+    Help,
+    Events,
+    Gpus,
+    Flows,
+    Flame,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Filter(String),
+    Command(String),
+}
+
+/// What a sort key sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    Rank,
+    Signal(Sig),
+    Verdict,
+}
+
+/// Sortable columns, cycled with `s`: (name for `:sort`, what).
+pub const SORTS: &[(&str, SortBy)] = &[
+    ("rank", SortBy::Rank),
+    ("cpu", SortBy::Signal(Sig::CpuPct)),
+    ("runq", SortBy::Signal(Sig::RunDelayMsPerS)),
+    ("retx", SortBy::Signal(Sig::RetransPerS)),
+    ("txq", SortBy::Signal(Sig::TxQueueBytes)),
+    ("verdict", SortBy::Verdict),
+];
+
+/// Work the app asks the event loop to do (it needs the outside world).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Profile this process on-CPU and show its flame graph.
+    Profile { pid: u32, name: String },
+    /// Write the flame view's profile as folded stacks and SVG.
+    WriteProfile,
+}
+
+/// Signals charted in the detail view (their peer bands are kept too).
+pub const DETAIL_SIGNALS: &[Sig] = &[
+    Sig::CpuPct,
+    Sig::RunDelayMsPerS,
+    Sig::MigrationsPerS,
+    Sig::CfsThrottledMsPerS,
+    Sig::RetransPerS,
+    Sig::OutSegsPerS,
+    Sig::TxQueueBytes,
+    Sig::SrttMaxUs,
+    Sig::BytesSentPerS,
+    Sig::CtxInvoluntaryPerS,
+];
+
+/// What the user navigates: the view, the selected row, sort and filter.
+#[derive(Debug, Clone)]
+struct Nav {
+    view: View,
+    selected: usize,
+    sort: usize,
+    filter: String,
+    input: Option<Input>,
+}
+
+/// Live mode: recent frames kept for stepping while paused.
+#[derive(Default)]
+struct Live {
+    buffer: VecDeque<Frame>,
+    cursor: Option<usize>,
+    paused: bool,
+    /// Frames the engine dropped because the view was slower (reported).
+    skipped: u64,
+}
+
+/// The profile drill-down: one being taken, the last one, or why it failed.
+#[derive(Default)]
+struct Profiling {
+    running: Option<Progress>,
+    flame: Option<FlameState>,
+    error: Option<String>,
+}
+
+pub struct App {
+    keymap: KeyMap,
+    frame: Option<Frame>,
+    history: History,
+    bands: PeerBands,
+    events: VecDeque<Event>,
+    live: Live,
+    replay: Option<ReplayState>,
+    nav: Nav,
+    profiling: Profiling,
+    requests: Vec<Request>,
+    message: Option<String>,
+    recording: Option<String>,
+    kernel: String,
+    color: bool,
+    quit: bool,
+}
+
+/// Live frames kept for stepping back while paused.
+const BUFFER: usize = 240;
+/// Events listed in the events pane and view.
+const EVENTS: usize = 500;
+/// History window.
+const WINDOW: Duration = Duration::from_secs(900);
+
+impl App {
+    pub fn new(keymap: KeyMap, interval: Duration) -> Self {
+        let history = History::new(WINDOW, interval);
+        let bands = PeerBands::new(DETAIL_SIGNALS, history.capacity());
+        App {
+            keymap,
+            frame: None,
+            history,
+            bands,
+            events: VecDeque::new(),
+            live: Live::default(),
+            replay: None,
+            nav: Nav {
+                view: View::Main,
+                selected: 0,
+                sort: 0,
+                filter: String::new(),
+                input: None,
+            },
+            profiling: Profiling::default(),
+            requests: Vec::new(),
+            message: None,
+            recording: None,
+            kernel: String::new(),
+            color: true,
+            quit: false,
+        }
+    }
+
+    /// For a replay: frames come from the file.
+    pub fn with_replay(mut self, r: ReplayState) -> Self {
+        self.replay = Some(r);
+        self.replay_show(0);
+        self
+    }
+
+    pub fn set_recording(&mut self, path: Option<String>) {
+        self.recording = path;
+    }
+
+    pub fn set_color(&mut self, on: bool) {
+        self.color = on;
+    }
+
+    pub fn set_kernel(&mut self, k: impl Into<String>) {
+        self.kernel = k.into();
+    }
+
+    pub fn set_message(&mut self, m: impl Into<String>) {
+        self.message = Some(m.into());
+    }
+
+    /// A new live frame: always kept in history; shown unless paused.
+    pub fn on_frame(&mut self, f: Frame) {
+        if f.dropped_frames > 0 {
+            self.live.skipped += f.dropped_frames;
+            self.push_event(Event::new(
+                f.wall_ns,
+                EventKind::FramesSkipped,
+                format!(
+                    "the view skipped {} frame(s) to stay current ({} in all); recording is not affected",
+                    f.dropped_frames, self.live.skipped
+                ),
+            ));
+        }
+        self.remember(&f);
+        self.live.buffer.push_back(f.clone());
+        if self.live.buffer.len() > BUFFER {
+            self.live.buffer.pop_front();
+            if let Some(c) = self.live.cursor.as_mut() {
+                *c = c.saturating_sub(1);
+            }
+        }
+        if !self.live.paused {
+            self.frame = Some(f);
+        }
+    }
+
+    /// History, peer bands and events of a frame.
+    fn remember(&mut self, f: &Frame) {
+        self.history.push(f);
+        self.bands.push(f);
+        for e in &f.events {
+            self.push_event(e.clone());
+        }
+    }
+
+    fn forget(&mut self) {
+        let interval = self.history_interval();
+        self.history = History::new(WINDOW, interval);
+        self.bands.clear();
+        self.events.clear();
+    }
+
+    fn history_interval(&self) -> Duration {
+        let ms = self
+            .replay
+            .as_ref()
+            .map(|r| r.interval_ms())
+            .or(self.frame.as_ref().map(|f| f.interval_ms))
+            .unwrap_or(500);
+        Duration::from_millis(ms.max(1))
+    }
+
+    fn push_event(&mut self, e: Event) {
+        self.events.push_back(e);
+        if self.events.len() > EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    // ---- what the views read ----
+
+    pub fn frame(&self) -> Option<&Frame> {
+        self.frame.as_ref()
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    pub fn bands(&self) -> &PeerBands {
+        &self.bands
+    }
+
+    /// Recent events, oldest first.
+    pub fn events(&self) -> impl DoubleEndedIterator<Item = &Event> {
+        self.events.iter()
+    }
+
+    pub fn view(&self) -> View {
+        self.nav.view
+    }
+
+    pub fn input(&self) -> Option<&Input> {
+        self.nav.input.as_ref()
+    }
+
+    pub fn filter(&self) -> &str {
+        &self.nav.filter
+    }
+
+    pub fn sort(&self) -> (&'static str, SortBy) {
+        SORTS[self.nav.sort]
+    }
+
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    pub fn recording(&self) -> Option<&str> {
+        self.recording.as_deref()
+    }
+
+    pub fn kernel(&self) -> &str {
+        &self.kernel
+    }
+
+    pub fn color(&self) -> bool {
+        self.color
+    }
+
+    pub fn keymap(&self) -> &KeyMap {
+        &self.keymap
+    }
+
+    pub fn replay(&self) -> Option<&ReplayState> {
+        self.replay.as_ref()
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.live.paused
+    }
+
+    /// (position, frames kept) while paused in live mode.
+    pub fn paused_at(&self) -> (usize, usize) {
+        (
+            self.live.cursor.map_or(0, |c| c + 1),
+            self.live.buffer.len(),
+        )
+    }
+
+    /// Frames the view skipped so far (shown in the header when any).
+    pub fn skipped(&self) -> u64 {
+        self.live.skipped
+    }
+
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    pub fn profile_progress(&self) -> Option<&Progress> {
+        self.profiling.running.as_ref()
+    }
+
+    pub fn flame(&self) -> Option<&FlameState> {
+        self.profiling.flame.as_ref()
+    }
+
+    pub fn profile_error(&self) -> Option<&str> {
+        self.profiling.error.as_deref()
+    }
+
+    /// What the user asked for since the last call, for the event loop.
+    pub fn take_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.requests)
+    }
+
+    /// Ranks in display order (sorted, filtered).
+    pub fn rows(&self) -> Vec<&RankFrame> {
+        let Some(f) = &self.frame else {
+            return Vec::new();
+        };
+        let needle = self.nav.filter.to_lowercase();
+        let mut rows: Vec<&RankFrame> = f
+            .ranks
+            .iter()
+            .filter(|r| needle.is_empty() || haystack(f, r).contains(&needle))
+            .collect();
+        let worst = |r: &RankFrame| {
+            f.verdicts_of(r.key.pid)
+                .map(|v| (v.severity, v.ratio))
+                .fold(None, |a, b| match a {
+                    Some(a) if a >= b => Some(a),
+                    _ => Some(b),
+                })
+        };
+        match SORTS[self.nav.sort].1 {
+            SortBy::Rank => rows.sort_by_key(|r| {
+                (
+                    r.labels.job.clone(),
+                    r.labels.rank.unwrap_or(u32::MAX),
+                    r.key.pid,
+                )
+            }),
+            SortBy::Verdict => rows.sort_by(|a, b| {
+                let (wa, wb) = (worst(a), worst(b));
+                wb.partial_cmp(&wa).unwrap_or(std::cmp::Ordering::Equal)
+            }),
+            SortBy::Signal(sig) => rows.sort_by(|a, b| {
+                b.signal(sig)
+                    .unwrap_or(f64::MIN)
+                    .total_cmp(&a.signal(sig).unwrap_or(f64::MIN))
+            }),
+        }
+        rows
+    }
+
+    /// The selected row's index, kept inside the rows.
+    pub fn selected_index(&self) -> usize {
+        self.nav.selected.min(self.rows().len().saturating_sub(1))
+    }
+
+    pub fn selected_rank(&self) -> Option<&RankFrame> {
+        self.rows().get(self.selected_index()).copied()
+    }
+
+    /// The verdicts of one process in the shown frame.
+    pub fn verdicts_of(&self, pid: u32) -> Vec<&Verdict> {
+        self.frame
+            .as_ref()
+            .map(|f| f.verdicts_of(pid).collect())
+            .unwrap_or_default()
+    }
+
+    /// The worst verdict severity of a rank for one signal, for cell highlighting.
+    pub fn severity(&self, pid: u32, signal: Sig) -> Option<Severity> {
+        self.frame
+            .as_ref()?
+            .verdicts_of(pid)
+            .filter(|v| v.signal == signal)
+            .map(|v| v.severity)
+            .max()
+    }
+}
+
+/// What the filter matches a row against.
+fn haystack(f: &Frame, r: &RankFrame) -> String {
+    let verdicts: Vec<&str> = f
+        .verdicts_of(r.key.pid)
+        .map(|v| v.message.as_str())
+        .collect();
+    format!(
+        "{} pid {} {} {} {}",
+        r.display_name(),
+        r.key.pid,
+        r.comm,
+        r.labels.job.as_deref().unwrap_or(""),
+        verdicts.join(" ")
+    )
+    .to_lowercase()
+}

@@ -1,0 +1,213 @@
+//! The rank detail view: charts of the rank's signals against its peers'
+//! median band, its sockets, its busiest threads and the run-queue latency
+//! histogram of the tick.
+
+use super::Ctx;
+use crate::tui::app::DETAIL_SIGNALS;
+use crate::tui::widgets::histogram_lines;
+use kitty_core::model::format::{bytes, value};
+use kitty_core::model::{HistKind, RankFrame, Sig};
+use ratatui::prelude::*;
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Row, Table};
+
+/// (seconds, value) points of a ring.
+fn points(ring: Option<&kitty_core::model::history::Ring>) -> Vec<(f64, f64)> {
+    ring.map(|h| h.points().map(|(t, v)| (*t as f64 / 1e9, *v)).collect())
+        .unwrap_or_default()
+}
+
+fn chart(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame, sig: Sig) {
+    let th = &cx.th;
+    let mine = points(cx.app.history().rank(r.key, sig));
+    let band = points(cx.app.bands().band(r.key, sig));
+    let (x0, x1) = (
+        mine.first().map_or(0.0, |p| p.0),
+        mine.last().map_or(1.0, |p| p.0),
+    );
+    let ymax = mine
+        .iter()
+        .chain(&band)
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let rank_style = match cx.app.severity(r.key.pid, sig) {
+        Some(s) => th.sev(s),
+        None => th.series(),
+    };
+    let datasets = vec![
+        Dataset::default()
+            .name("peers")
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(th.dim())
+            .data(&band),
+        Dataset::default()
+            .name("rank")
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(rank_style)
+            .data(&mine),
+    ];
+    let peer_now = band.last().map_or("-".into(), |p| value(sig, p.1));
+    let chart = Chart::new(datasets)
+        .block(
+            Block::new()
+                .borders(Borders::TOP | Borders::RIGHT)
+                .title(format!(
+                    "{}: {} (peers {peer_now})",
+                    sig.label(),
+                    value(sig, r.signal(sig).unwrap_or(0.0))
+                )),
+        )
+        .x_axis(Axis::default().bounds([x0, x1.max(x0 + 1.0)]))
+        .y_axis(Axis::default().bounds([0.0, ymax]));
+    f.render_widget(chart, area);
+}
+
+fn sockets(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
+    let rows: Vec<Row> = r
+        .sockets
+        .iter()
+        .map(|s| {
+            let i = s.info.as_ref();
+            Row::new(vec![
+                s.local.to_string(),
+                s.remote.to_string(),
+                s.state.to_string(),
+                bytes(s.tx_queue as f64),
+                match s.signals.get(Sig::RttP50Us) {
+                    Some(v) => value(Sig::RttP50Us, v),
+                    None => i.map_or("-".into(), |i| {
+                        format!("~{}", value(Sig::SrttMaxUs, i.rtt_us as f64))
+                    }),
+                },
+                i.map_or("-".into(), |i| i.total_retrans.to_string()),
+                s.signals
+                    .get(Sig::BytesSentPerS)
+                    .map_or("-".into(), |v| format!("{}/s", bytes(v))),
+            ])
+        })
+        .collect();
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Length(22),
+            Constraint::Length(22),
+            Constraint::Length(11),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(6),
+            Constraint::Min(9),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "LOCAL", "REMOTE", "STATE", "TXQ", "RTT", "RETX", "SENT",
+        ])
+        .style(cx.th.title()),
+    )
+    .block(
+        Block::new()
+            .borders(Borders::TOP)
+            .title(format!("sockets ({})", r.sockets.len())),
+    );
+    f.render_widget(t, area);
+}
+
+fn threads(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
+    // The run-queue latency histogram of this tick, when the probe has one.
+    let area = match r.histograms.get(HistKind::RunqUs) {
+        Some(h) if !h.is_empty() => {
+            let [t, hist] =
+                Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
+                    .areas(area);
+            let lines = histogram_lines(
+                h,
+                hist.width.saturating_sub(1) as usize,
+                hist.height.saturating_sub(1) as usize,
+            );
+            f.render_widget(
+                Paragraph::new(lines).block(
+                    Block::new()
+                        .borders(Borders::TOP)
+                        .title("run-queue latency, this tick"),
+                ),
+                hist,
+            );
+            t
+        }
+        _ => area,
+    };
+    let rows: Vec<Row> = r
+        .threads
+        .iter()
+        .map(|t| {
+            Row::new(vec![
+                t.tid.to_string(),
+                t.comm.to_string(),
+                format!("{:.1}", t.run_delay_ms_per_s),
+                format!("{:.0}", t.cpu_pct),
+            ])
+        })
+        .collect();
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Length(8),
+            Constraint::Min(8),
+            Constraint::Length(9),
+            Constraint::Length(5),
+        ],
+    )
+    .header(Row::new(vec!["TID", "THREAD", "RUNQ ms/s", "CPU%"]).style(cx.th.title()))
+    .block(
+        Block::new()
+            .borders(Borders::TOP)
+            .title("threads by run-queue delay"),
+    );
+    f.render_widget(t, area);
+}
+
+pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let Some(r) = cx.app.selected_rank() else {
+        return;
+    };
+    let title = format!(
+        " {} · pid {} · {} · job {} · {} threads · state {} ",
+        r.display_name(),
+        r.key.pid,
+        r.comm,
+        r.labels.job.as_deref().unwrap_or("-"),
+        r.signal(Sig::Threads).unwrap_or(0.0),
+        r.state
+    );
+    let block = Block::bordered().title(title);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [charts, tables] =
+        Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(inner);
+    let ncols = if charts.width >= 140 {
+        4
+    } else if charts.width >= 60 {
+        2
+    } else {
+        1
+    };
+    let sigs: Vec<Sig> = DETAIL_SIGNALS
+        .iter()
+        .copied()
+        .filter(|s| r.signal(*s).is_some())
+        .collect();
+    let nrows = sigs.len().div_ceil(ncols).max(1);
+    let row_areas = Layout::vertical(vec![Constraint::Ratio(1, nrows as u32); nrows]).split(charts);
+    for (i, sig) in sigs.iter().enumerate() {
+        let cell = Layout::horizontal(vec![Constraint::Ratio(1, ncols as u32); ncols])
+            .split(row_areas[i / ncols])[i % ncols];
+        chart(f, cell, cx, r, *sig);
+    }
+    let [socks, thr] =
+        Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(tables);
+    sockets(f, socks, cx, r);
+    threads(f, thr, cx, r);
+}

@@ -1,0 +1,40 @@
+//! Help: every key with what it does (the bindings in force), the `:`
+//! commands, and where the bindings come from.
+
+use super::Ctx;
+use crate::tui::app::SORTS;
+use crate::tui::keymap::ACTIONS;
+use ratatui::prelude::*;
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+
+pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let th = &cx.th;
+    let km = cx.app.keymap();
+    let mut lines = vec![Line::styled("Keys", th.title())];
+    for (action, _, _, text) in ACTIONS {
+        lines.push(Line::raw(format!(
+            "  {:<16} {text}",
+            km.keys_for(*action).join(", ")
+        )));
+    }
+    let sorts: Vec<&str> = SORTS.iter().map(|s| s.0).collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("Commands (:)", th.title()));
+    lines.push(Line::raw(format!(
+        "  :ranks  :events  :gpus  :flows  :flame  :help  :q   :sort {}",
+        sorts.join("|")
+    )));
+    lines.push(Line::raw(
+        "  :seek +30s | -2m | 12:03:04 | start | end      (replay)",
+    ));
+    lines.push(Line::raw(""));
+    lines.push(Line::raw(format!("Key bindings: {}", km.source_text())));
+    lines.push(Line::raw("Cells are highlighted when a rank is an outlier against its peers: yellow warning, red critical."));
+    f.render_widget(Clear, area);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(Block::bordered().title(" help "))
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}

@@ -1,0 +1,267 @@
+//! The main view: the rank table (one row per watched process, a cell per
+//! signal with its sparkline, the cell highlighted when the rank is an
+//! outlier for that signal), the selected rank's verdicts in full, and the
+//! GPU, host and events panes below.
+
+use super::Ctx;
+use crate::tui::app::SortBy;
+use crate::tui::widgets::spark;
+use kitty_core::model::format::compact;
+use kitty_core::model::signal::GPU_RANK_SIGNALS;
+use kitty_core::model::{RankFrame, Severity, Sig};
+use ratatui::prelude::*;
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
+
+/// A numeric column of the rank table: signal, header, drop priority (0 = keep longest).
+struct Col {
+    header: &'static str,
+    signal: Sig,
+    /// A second signal shown as `a/b` (RTT p50/p99).
+    alt: Option<Sig>,
+    /// Shown as `~v` when the signal itself is absent (smoothed RTT).
+    fallback: Option<Sig>,
+    width: u16,
+    priority: u8,
+}
+
+const fn col(header: &'static str, signal: Sig, width: u16, priority: u8) -> Col {
+    Col {
+        header,
+        signal,
+        alt: None,
+        fallback: None,
+        width,
+        priority,
+    }
+}
+
+const COLS: &[Col] = &[
+    col("CPU%", Sig::CpuPct, 11, 0),
+    col("RUNQ ms/s", Sig::RunDelayMsPerS, 12, 0),
+    col("MIGR/s", Sig::MigrationsPerS, 11, 3),
+    col("AFF", Sig::AffinityCpus, 4, 4),
+    col("THROT ms/s", Sig::CfsThrottledMsPerS, 11, 2),
+    Col {
+        header: "RTT",
+        signal: Sig::RttP50Us,
+        alt: Some(Sig::RttP99Us),
+        fallback: Some(Sig::SrttMaxUs),
+        width: 13,
+        priority: 1,
+    },
+    col("RETX/s", Sig::RetransPerS, 11, 1),
+    col("OUTSEG/s", Sig::OutSegsPerS, 12, 3),
+    col("TXQ", Sig::TxQueueBytes, 11, 2),
+    col("TX/s", Sig::BytesSentPerS, 11, 4),
+];
+
+/// Sparkline points per cell.
+const SPARK_N: usize = 5;
+
+fn visible_cols(width: u16) -> (Vec<&'static Col>, usize) {
+    // Fixed: RANK 7, PID 8, VERDICT at least 18.
+    let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2);
+    let mut cols: Vec<&Col> = COLS.iter().collect();
+    let mut dropped = 0;
+    while cols.iter().map(|c| c.width + 1).sum::<u16>() > budget && !cols.is_empty() {
+        let worst = cols
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, c)| (c.priority, *i))
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        cols.remove(worst);
+        dropped += 1;
+    }
+    (cols, dropped)
+}
+
+/// The rank's GPU index, highlighted when a GPU signal flags the rank.
+fn gpu_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
+    let text = r.gpu.map_or("-".to_string(), |g| g.to_string());
+    let sev = GPU_RANK_SIGNALS
+        .iter()
+        .filter_map(|s| cx.app.severity(r.key.pid, *s))
+        .max();
+    match sev {
+        Some(s) => Cell::from(text).style(cx.th.sev(s)),
+        None => Cell::from(text),
+    }
+}
+
+fn value_cell<'a>(cx: &Ctx, r: &RankFrame, c: &Col) -> Cell<'a> {
+    let text = match (r.signal(c.signal), c.alt.and_then(|a| r.signal(a))) {
+        (Some(a), Some(b)) => format!("{}/{}", compact(c.signal, a), compact(c.signal, b)),
+        (Some(v), None) if c.width < 8 => format!("{:>3}", compact(c.signal, v)),
+        (Some(v), None) => {
+            let hist: Vec<f64> = cx
+                .app
+                .history()
+                .rank(r.key, c.signal)
+                .map(|h| h.tail(SPARK_N).collect())
+                .unwrap_or_default();
+            format!("{:>6} {}", compact(c.signal, v), spark(&hist))
+        }
+        (None, _) => match c.fallback.and_then(|s| r.signal(s).map(|v| (s, v))) {
+            Some((s, v)) => format!("~{}", compact(s, v)),
+            None => "-".into(),
+        },
+    };
+    let sev = [Some(c.signal), c.alt, c.fallback]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| cx.app.severity(r.key.pid, s))
+        .max();
+    match sev {
+        Some(s) => Cell::from(text).style(cx.th.sev(s)),
+        None => Cell::from(text),
+    }
+}
+
+fn verdict_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
+    let vs = cx.app.verdicts_of(r.key.pid);
+    match vs.first() {
+        Some(v) => Cell::from(format!(
+            "{} {:.0}x{}",
+            v.signal.label(),
+            v.ratio,
+            if vs.len() > 1 {
+                format!(" +{}", vs.len() - 1)
+            } else {
+                String::new()
+            }
+        ))
+        .style(cx.th.sev(v.severity)),
+        None => Cell::from("ok").style(cx.th.dim()),
+    }
+}
+
+fn empty_state(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let text = vec![
+        Line::styled("No watched process on this node.", cx.th.title()),
+        Line::raw(""),
+        Line::raw("kitty watches processes that have KITTY_WATCH=1 in their environment, for example:"),
+        Line::raw("    env:  - name: KITTY_WATCH  value: \"1\"        (Kubernetes pod spec)"),
+        Line::raw("    KITTY_WATCH=1 torchrun --nproc-per-node 8 train.py"),
+        Line::raw("or pass --pid PID. Ranks are labelled from RANK / SLURM_PROCID / OMPI_COMM_WORLD_RANK."),
+        Line::raw("Try `kitty-tui demo` for a local job with a straggler."),
+    ];
+    f.render_widget(
+        Paragraph::new(text)
+            .block(Block::bordered().title(" ranks "))
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let app = cx.app;
+    let rows = app.rows();
+    let (cols, dropped) = visible_cols(area.width);
+    let sort = app.sort().1;
+    let mark = |on: bool| if on { "▼" } else { "" };
+    let mut header = vec![Cell::from("RANK"), Cell::from("PID"), Cell::from("GPU")];
+    header.extend(cols.iter().map(|c| {
+        Cell::from(format!(
+            "{}{}",
+            c.header,
+            mark(sort == SortBy::Signal(c.signal))
+        ))
+    }));
+    header.push(Cell::from(format!(
+        "VERDICT{}",
+        mark(sort == SortBy::Verdict)
+    )));
+    let selected = app.selected_index();
+    let body: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut cells = vec![
+                Cell::from(r.labels.rank.map_or("-".to_string(), |x| x.to_string())),
+                Cell::from(r.key.pid.to_string()),
+                gpu_cell(cx, r),
+            ];
+            cells.extend(cols.iter().map(|c| value_cell(cx, r, c)));
+            cells.push(verdict_cell(cx, r));
+            let row = Row::new(cells);
+            if i == selected {
+                row.style(cx.th.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    let mut widths = vec![
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(4),
+    ];
+    widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
+    widths.push(Constraint::Min(14));
+    let mut title = format!(" ranks ({}) ", rows.len());
+    if !app.filter().is_empty() {
+        title.push_str(&format!("filter /{} ", app.filter()));
+    }
+    if dropped > 0 {
+        title.push_str(&format!("· {dropped} columns hidden, widen the terminal "));
+    }
+    let table = Table::new(body, widths)
+        .header(Row::new(header).style(cx.th.title()))
+        .block(Block::bordered().title(title));
+    f.render_widget(table, area);
+}
+
+/// The selected rank's verdicts in full.
+fn status_line<'a>(cx: &Ctx) -> Line<'a> {
+    let Some(r) = cx.app.selected_rank() else {
+        return Line::raw("");
+    };
+    let vs: Vec<&str> = cx
+        .app
+        .verdicts_of(r.key.pid)
+        .iter()
+        .map(|v| v.message.as_str())
+        .collect();
+    if vs.is_empty() {
+        Line::styled(
+            format!(
+                " {} (pid {}, {}): in line with its peers",
+                r.display_name(),
+                r.key.pid,
+                r.comm
+            ),
+            cx.th.dim(),
+        )
+    } else {
+        Line::styled(format!(" {}", vs.join("; ")), cx.th.sev(Severity::Critical))
+    }
+}
+
+pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let Some(fr) = cx.app.frame() else { return };
+    let lower = if area.height >= 24 { 9 } else { 0 };
+    let [table_area, status_area, lower_area] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(lower),
+    ])
+    .areas(area);
+    if fr.ranks.is_empty() {
+        empty_state(f, table_area, cx);
+    } else {
+        table(f, table_area, cx);
+    }
+    f.render_widget(Paragraph::new(status_line(cx)), status_area);
+    if lower > 0 {
+        let [gpu, host, events] = Layout::horizontal([
+            Constraint::Percentage(30),
+            Constraint::Percentage(35),
+            Constraint::Percentage(35),
+        ])
+        .areas(lower_area);
+        super::gpus::draw_pane(f, gpu, cx);
+        super::host::draw(f, host, cx);
+        super::events::draw(f, events, cx, false);
+    }
+}

@@ -1,0 +1,346 @@
+//! The eBPF probes on this kernel, driven by real processes: run-queue
+//! latency of a rank sharing its CPU with a hog, flow bytes of a connection
+//! that opens and closes between two polls, OOM / fatal-signal / execve
+//! events, and nothing left loaded after kitty exits (kill -9 included).
+//! Needs root; prints why it skips otherwise.
+
+mod support;
+use kitty_core::model::EventKind;
+use std::process::Command;
+use support::*;
+
+/// The names our programs carry in the kernel (the C function names).
+const PROGRAMS: &[&str] = &[
+    "tp_tcp_probe",
+    "runq_wakeup",
+    "runq_wakeup_new",
+    "runq_switch",
+    "flow_send",
+    "flow_recv",
+    "flow_state",
+    "ev_oom",
+    "ev_exit",
+    "ev_exec",
+    "ev_fork",
+];
+
+fn loaded_programs() -> Vec<String> {
+    let out = run_ok(Command::new("bpftool").args(["prog", "list", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .filter(|n| PROGRAMS.contains(&n.as_str()))
+        .collect()
+}
+
+fn needs_root() -> bool {
+    if !is_root() {
+        skip("loading BPF programs needs root");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return skip("needs two CPUs: one for the peers, one for the hog");
+    }
+    // Rank 1 shares the last CPU with an 8-thread hog; its peers keep to CPU 0.
+    let hog_cpu = cpus - 1;
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 4, "runq", &|rank| {
+        let cpu = if rank == 1 { hog_cpu } else { 0 };
+        vec![
+            "--cpus".into(),
+            cpu.to_string(),
+            "--work".into(),
+            "1".into(),
+        ]
+    });
+    procs.push(
+        Command::new(kitty_bin())
+            .args(["demo-hog", "--cpu", &hog_cpu.to_string(), "--threads", "8"])
+            .spawn()
+            .unwrap(),
+    );
+    let snap = snapshot("6s", &[]);
+    let ranks = ranks_of(&snap, "runq");
+    let p99 = |r: u64| {
+        let rank = ranks.iter().find(|x| x["rank"] == r).expect("rank");
+        signal(rank, "runq_p99_us")
+    };
+    let peers: Vec<f64> = [0, 2, 3].iter().map(|r| p99(*r)).collect();
+    eprintln!("run-queue p99: rank 1 {:.0} us, peers {peers:?}", p99(1));
+    assert!(
+        p99(1) >= 10.0 * median(peers.clone()),
+        "{} vs {peers:?}",
+        p99(1)
+    );
+    let rank1 = ranks.iter().find(|x| x["rank"] == 1).unwrap();
+    assert!(rank1["signals"]["runq_p50_us"].as_f64().is_some());
+    let verdicts = snap["verdicts"].as_array().unwrap();
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| v["rank"] == 1 && v["signal"] == "runq_p99_us"),
+        "{verdicts:#?}"
+    );
+}
+
+#[test]
+fn flow_bytes_land_on_the_sender_and_its_peer_even_when_closed_between_polls() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let mut procs = Procs::default();
+    let port = free_ports(1)[0];
+    let addr = format!("127.0.0.1:{port}");
+    procs.push(
+        Command::new(kitty_bin())
+            .args(["demo-flow", "--listen", &addr])
+            .spawn()
+            .unwrap(),
+    );
+    let rec = LiveRecord::start(&[]);
+    rec.wait_ready();
+    const SENT: u64 = 3_000_000;
+    let mut sender = Command::new(kitty_bin())
+        .args([
+            "demo-flow",
+            "--connect",
+            &addr,
+            "--bytes",
+            &SENT.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let pid = sender.id();
+    assert!(sender.wait().unwrap().success());
+    // The last frame in which the sender's flow has all its bytes.
+    let last = rec.wait_for(10, |fs| {
+        fs.iter()
+            .rev()
+            .find(|f| {
+                f.flows
+                    .iter()
+                    .any(|x| x.pid == pid && x.tx_bytes >= SENT * 95 / 100)
+            })
+            .cloned()
+    });
+    drop(rec);
+    let last = last.expect("the flow was never recorded whole");
+    let flows: Vec<serde_json::Value> = last
+        .flows
+        .iter()
+        .map(|f| serde_json::to_value(f).unwrap())
+        .collect();
+    let mine: Vec<&serde_json::Value> = flows
+        .iter()
+        .filter(|f| f["pid"] == pid && f["remote"] == addr.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "flows of pid {pid}: {flows:#?}");
+    let tx = mine[0]["tx_bytes"].as_f64().unwrap();
+    eprintln!("sent {SENT} B, attributed {tx} B to pid {pid} -> {addr}");
+    assert!(
+        (tx - SENT as f64).abs() <= 0.05 * SENT as f64,
+        "{tx} vs {SENT}"
+    );
+    // The sink's side: the same bytes received, on the peer's socket.
+    let rx: f64 = flows
+        .iter()
+        .filter(|f| f["local"] == addr.as_str())
+        .map(|f| f["rx_bytes"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (rx - SENT as f64).abs() <= 0.05 * SENT as f64,
+        "sink received {rx}"
+    );
+}
+
+#[test]
+fn a_watched_process_killed_by_a_signal_is_an_event_naming_the_signal() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let mut procs = Procs::default();
+    let rec = LiveRecord::start(&[]);
+    rec.wait_ready();
+    let victim = procs.push(
+        Command::new("sleep")
+            .arg("60")
+            .env("KITTY_WATCH", "1")
+            .spawn()
+            .unwrap(),
+    );
+    // Watched (the exec hint finds it at the next tick), then killed.
+    let seen = rec.wait_for(10, |fs| {
+        fs.iter()
+            .any(|f| f.ranks.iter().any(|r| r.key.pid == victim))
+            .then_some(())
+    });
+    assert!(seen.is_some(), "the victim was never watched");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(victim as i32, libc::SIGSEGV) };
+    rec.wait_for(10, |fs| {
+        (!events_of(fs, EventKind::FatalSignal).is_empty()).then_some(())
+    });
+    let ev = events_of(&rec.stop(), EventKind::FatalSignal);
+    assert!(
+        ev.iter()
+            .any(|m| m.contains(&victim.to_string()) && m.contains("SIGSEGV")),
+        "{ev:?}"
+    );
+}
+
+/// A memory cgroup (v1 or v2) limited to 32 MiB; removed on drop.
+struct MemCgroup(std::path::PathBuf);
+
+impl MemCgroup {
+    fn new() -> Option<MemCgroup> {
+        let name = format!("kitty-oom-{}", std::process::id());
+        for (root, limit) in [
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+            ("/sys/fs/cgroup", "memory.max"),
+            ("/sys/fs/cgroup/unified", "memory.max"),
+        ] {
+            let dir = std::path::Path::new(root).join(&name);
+            if std::fs::create_dir(&dir).is_ok() {
+                if std::fs::write(dir.join(limit), "33554432").is_ok() {
+                    let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+                    let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+                    return Some(MemCgroup(dir));
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        // Removable once the killed process is gone from it.
+        let _ = wait_until(5, || std::fs::remove_dir(&self.0).ok());
+    }
+}
+
+#[test]
+fn an_oom_kill_names_the_victim_and_the_allocation_that_caused_it() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let Some(cg) = MemCgroup::new() else {
+        return skip("no memory cgroup controller to limit a process with");
+    };
+    let rec = LiveRecord::start(&[]);
+    rec.wait_ready();
+    // `tail` keeps an ever-growing line of /dev/zero in memory until killed.
+    let procs_file = cg.0.join("cgroup.procs");
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && exec tail /dev/zero",
+            procs_file.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(!st.success(), "the hog should have been killed");
+    rec.wait_for(10, |fs| {
+        (!events_of(fs, EventKind::OomKill).is_empty()).then_some(())
+    });
+    let ev = events_of(&rec.stop(), EventKind::OomKill);
+    assert!(ev.iter().any(|m| m.contains("(tail)")), "{ev:?}");
+    drop(cg);
+}
+
+#[test]
+fn an_execve_storm_is_one_event_with_a_truncated_count() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let rec = LiveRecord::start(&[]);
+    rec.wait_ready();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("i=0; while [ $i -lt 2500 ]; do /bin/true; i=$((i+1)); done")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // The burst is reported once it ends.
+    rec.wait_for(10, |fs| {
+        (!events_of(fs, EventKind::ExecBurst).is_empty()).then_some(())
+    });
+    let ev = events_of(&rec.stop(), EventKind::ExecBurst);
+    assert_eq!(ev.len(), 1, "one event per burst: {ev:?}");
+    let truncated: u64 = ev[0]
+        .split("truncated ")
+        .nth(1)
+        .and_then(|t| t.trim_end_matches(')').parse().ok())
+        .expect("a truncated count");
+    eprintln!("{}", ev[0]);
+    assert!(
+        truncated > 0,
+        "2500 execs in a few seconds exceed the token bucket: {}",
+        ev[0]
+    );
+}
+
+#[test]
+fn nothing_stays_loaded_after_kitty_exits_normally_or_by_kill_9() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    if Command::new("bpftool").arg("version").output().is_err() {
+        return skip("bpftool is not installed");
+    }
+    // Another test's kitty may have exited a moment ago: its programs are
+    // freed shortly after (deferred work), so wait for a clean start.
+    let clean = wait_until(10, || loaded_programs().is_empty().then_some(()));
+    assert!(
+        clean.is_some(),
+        "left over from before: {:?}",
+        loaded_programs()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path().join("a.kitty"), "2s");
+    // The kernel frees a program once its last reference is gone, which
+    // happens shortly after the process exits (deferred work).
+    let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));
+    assert!(
+        gone.is_some(),
+        "after a normal exit: {:?}",
+        loaded_programs()
+    );
+
+    let mut child = Command::new(kitty_bin())
+        .args(["record", "-o"])
+        .arg(dir.path().join("b.kitty"))
+        .spawn()
+        .unwrap();
+    let all = wait_until(15, || {
+        let l = loaded_programs();
+        (l.len() == PROGRAMS.len()).then_some(l)
+    });
+    assert!(
+        all.is_some(),
+        "the probes never all loaded: {:?}",
+        loaded_programs()
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let gone = wait_until(10, || loaded_programs().is_empty().then_some(()));
+    assert!(gone.is_some(), "after kill -9: {:?}", loaded_programs());
+}

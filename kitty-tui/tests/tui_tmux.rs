@@ -1,0 +1,376 @@
+//! The real binary in tmux: the demo flags its straggler on screen, `q`
+//! exits cleanly with the terminal restored; a recording replays and steps.
+
+mod support;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str, w: u16, h: u16) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            skip("tmux is not installed");
+            return None;
+        }
+        let name = format!("kitty-test-{}-{}", std::process::id(), w);
+        let st = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .env("TERM", "xterm-256color")
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Keep the pane after the program exits, to read its status.
+        Command::new("tmux")
+            .args(["set-option", "-t", &name, "remain-on-exit", "on"])
+            .status()
+            .unwrap();
+        Command::new("tmux")
+            .args(["respawn-pane", "-k", "-t", &name, cmd])
+            .status()
+            .unwrap();
+        Some(Tmux { name })
+    }
+    fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+    fn keys(&self, keys: &[&str]) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .unwrap();
+    }
+    fn query(&self, fmt: &str) -> String {
+        let out = Command::new("tmux")
+            .args(["display-message", "-p", "-t", &self.name, fmt])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+    fn wait_for(&self, what: &dyn Fn(&str) -> bool, secs: u64) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.capture();
+            if what(&s) || t.elapsed() > Duration::from_secs(secs) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+#[test]
+fn demo_flags_the_straggler_and_quits_cleanly() {
+    let _g = serial();
+    // A shell stays behind to report the exit status and keep the pane
+    // alive, so the terminal state after exit can be read.
+    let cmd = format!(
+        "sh -c '{} demo; echo EXIT=$?; sleep 60'",
+        kitty_bin().display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    // The straggler's verdict: run-queue delay (schedstat) or run-queue
+    // latency p99 (eBPF), whichever is the larger outlier at that moment.
+    let screen = t.wait_for(&|s| s.contains("rank 2: run-queue"), 25);
+    assert!(
+        screen.contains("rank 2: run-queue"),
+        "straggler not flagged:\n{screen}"
+    );
+    assert!(screen.contains(" vs peer"), "{screen}");
+    assert!(
+        screen.contains("kitty-demo (4 ranks, step"),
+        "job step time shown:\n{screen}"
+    );
+    // Detail view and back.
+    t.keys(&["G"]);
+    t.keys(&["Enter"]);
+    let detail = t.wait_for(&|s| s.contains("sockets ("), 5);
+    assert!(detail.contains("threads by run-queue delay"), "{detail}");
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "kitty did not exit 0 on q:\n{s}");
+    assert_eq!(t.query("#{alternate_on}"), "0", "alternate screen left on");
+    assert_eq!(t.query("#{cursor_flag}"), "1", "cursor hidden after exit");
+    // The demo's processes died with it.
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains("demo-hog") || c.contains("demo-rank"))
+            .collect()
+    };
+    let _ = wait_until(5, || leftovers().is_empty().then_some(()));
+    assert!(
+        leftovers().is_empty(),
+        "demo processes left behind: {:?}",
+        leftovers()
+    );
+}
+
+#[test]
+fn p_profiles_the_selected_rank_into_a_flame_view() {
+    let _g = serial();
+    if !is_root() {
+        return skip("perf_event BPF needs root");
+    }
+    let cmd = format!(
+        "sh -c '{} demo; echo EXIT=$?; sleep 60'",
+        kitty_bin().display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    t.wait_for(&|s| s.contains("rank 2: run-queue"), 25);
+    t.keys(&["p"]);
+    let gauge = t.wait_for(&|s| s.contains("Esc cancels"), 5);
+    assert!(gauge.contains("profiling"), "no gauge:\n{gauge}");
+    let flame = t.wait_for(&|s| s.contains("on-CPU profile · pid"), 15);
+    assert!(flame.contains("samples · 99 Hz"), "no flame view:\n{flame}");
+    // The rank's compute loop is in the graph: search for it.
+    t.keys(&["/"]);
+    t.keys(&["compute_phase"]);
+    t.keys(&["Enter"]);
+    let found = t.wait_for(&|s| s.contains("/compute_phase: "), 5);
+    let share: f64 = found
+        .split("/compute_phase: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(share > 0.0, "compute_phase not in the profile:\n{found}");
+    t.keys(&["Escape"]); // clears the search
+                         // w writes folded + SVG and says where.
+    t.keys(&["w"]);
+    let written = t.wait_for(&|s| s.contains("wrote "), 5);
+    let path = written
+        .split("wrote ")
+        .nth(1)
+        .and_then(|r| r.split(" and ").next())
+        .map(str::trim)
+        .expect("a path")
+        .to_string();
+    let folded = std::fs::read_to_string(&path).expect("the folded file");
+    assert!(folded.contains("compute_phase"));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(std::path::Path::new(&path).with_extension("svg"));
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+}
+
+#[test]
+fn replay_of_a_recording_steps_with_t() {
+    let _g = serial();
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 3, "replayed", &|_| vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.kitty");
+    record(&file, "4s");
+    drop(procs);
+    let cmd = format!(
+        "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
+        kitty_bin().display(),
+        file.display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    let s = t.wait_for(&|s| s.contains("REPLAY"), 10);
+    assert!(s.contains("replayed (3 ranks"), "{s}");
+    t.keys(&["Space"]);
+    t.keys(&[":", "seek start", "Enter"]);
+    let s = t.wait_for(&|s| s.contains("(1/"), 5);
+    assert!(s.contains("REPLAY") && s.contains("(1/"), "{s}");
+    t.keys(&["T"]);
+    t.keys(&["T"]);
+    let s = t.wait_for(&|s| s.contains("(3/"), 5);
+    assert!(s.contains("(3/"), "stepped twice:\n{s}");
+    t.keys(&["t"]);
+    let s = t.wait_for(&|s| s.contains("(2/"), 5);
+    assert!(s.contains("(2/"), "stepped back:\n{s}");
+    t.keys(&["q"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "replay did not exit 0 on q:\n{s}");
+    assert_eq!(t.query("#{alternate_on}"), "0");
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn demo_processes_die_with_a_killed_tui() {
+    let _g = serial();
+    let mut demo = Command::new(kitty_bin())
+        .args(["demo", "--headless", "60s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = wait_until(10, || (children_of(demo.id()).len() == 5).then_some(()));
+    let kids = children_of(demo.id());
+    assert_eq!(kids.len(), 5, "4 ranks and the hog: {kids:?}");
+    // SIGKILL: no destructor runs; the parent-death signal must do the work.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGKILL) };
+    let _ = demo.wait();
+    // Zombies waiting for init to reap them are dead too.
+    let alive = || -> Vec<u32> {
+        kids.iter()
+            .copied()
+            .filter(|k| {
+                std::fs::read_to_string(format!("/proc/{k}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        s.rsplit(')')
+                            .next()?
+                            .split_whitespace()
+                            .next()
+                            .map(|st| st != "Z")
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    };
+    let _ = wait_until(5, || alive().is_empty().then_some(()));
+    assert!(
+        alive().is_empty(),
+        "left running after kill -9: {:?}",
+        alive()
+    );
+}
+
+#[test]
+fn healthy_demo_shows_no_verdict_for_30s_and_records_while_viewing() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("healthy.kitty");
+    let cmd = format!(
+        "sh -c '{} demo --straggler none --record {}; echo EXIT=$?; sleep 60'",
+        kitty_bin().display(),
+        file.display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    let s = t.wait_for(&|s| s.contains("kitty-demo (4 ranks"), 15);
+    assert!(s.contains("● REC"), "recording indicator:\n{s}");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let s = t.capture();
+        assert!(!s.contains("vs peers"), "a verdict on a healthy job:\n{s}");
+        assert!(!s.contains("run-queue delay ") || !s.contains("x "), "{s}");
+        phase(1.0); // the screen is watched for 30 s
+    }
+    t.keys(&["q"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+    let mut r = kitty_core::sinks::record::Reader::open(&file).unwrap();
+    let (frames, skipped) = r.read_all();
+    assert!(skipped.is_empty());
+    assert!(frames.len() >= 55, "30 s at 500 ms: {}", frames.len());
+    let ranks: usize = frames
+        .last()
+        .unwrap()
+        .ranks
+        .iter()
+        .filter(|x| x.labels.job.as_deref() == Some("kitty-demo"))
+        .count();
+    assert_eq!(ranks, 4);
+    for f in &frames {
+        assert!(
+            f.verdicts
+                .iter()
+                .all(|v| v.job.as_deref() != Some("kitty-demo")),
+            "verdict in a healthy demo: {:?}",
+            f.verdicts
+        );
+    }
+}
+
+#[test]
+fn sigterm_and_sighup_restore_the_terminal() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.kitty");
+    record(&file, "2s");
+    for sig in ["TERM", "HUP"] {
+        let cmd = format!(
+            "sh -c '{} replay {}; echo EXIT=$?; sleep 60'",
+            kitty_bin().display(),
+            file.display()
+        );
+        let Some(t) = Tmux::start(&cmd, 100, 30) else {
+            return;
+        };
+        let s = t.wait_for(&|s| s.contains("REPLAY"), 10);
+        assert!(s.contains("REPLAY"), "{s}");
+        assert_eq!(t.query("#{alternate_on}"), "1");
+        let sh = t.query("#{pane_pid}");
+        let kitty = children_of(sh.parse().unwrap());
+        assert_eq!(kitty.len(), 1, "the shell runs kitty: {kitty:?}");
+        Command::new("kill")
+            .args([&format!("-{sig}"), &kitty[0].to_string()])
+            .status()
+            .unwrap();
+        let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+        assert!(s.contains("EXIT=0"), "SIG{sig}: {s}");
+        assert_eq!(
+            t.query("#{alternate_on}"),
+            "0",
+            "SIG{sig} left the alternate screen on"
+        );
+        assert_eq!(
+            t.query("#{cursor_flag}"),
+            "1",
+            "SIG{sig} left the cursor hidden"
+        );
+    }
+}
