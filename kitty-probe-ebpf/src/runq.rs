@@ -1,19 +1,59 @@
-//! Run-queue latency per watched process: p50/p99/max per tick and the
-//! interval's histogram for the detail view.
+//! Run-queue latency per watched process (p50/p99/max per tick, and the
+//! interval's histogram for the detail view), and who ran instead: the
+//! kernel charges each wait to the tasks that held the CPU meanwhile; this
+//! reads the charges back per rank, as a share of the rank's wait.
 
 use crate::hist::{Hist, RawHist};
 use crate::load::{self, objects, ProbeError};
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
-use kitty_core::model::{Frame, HistKind, Sig};
+use kitty_core::model::{Frame, HistKind, RanInstead, Sig, Text};
 use std::collections::{BTreeSet, HashMap};
+
+/// Must match `struct culprit_key` / `struct culprit` in bpf/runq.bpf.c.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct CulpritKey {
+    rank: u32,
+    tgid: u32,
+}
+// SAFETY: repr(C) plain data without padding.
+unsafe impl aya::Pod for CulpritKey {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Culprit {
+    wait_ns: u64,
+    cpu: u32,
+    _pad: u32,
+}
+// SAFETY: repr(C) plain data with explicit padding.
+unsafe impl aya::Pod for Culprit {}
+
+/// How a culprit is shown: its comm and container.
+#[derive(Clone, Default)]
+struct Named {
+    comm: Text,
+    pod_uid: Option<Text>,
+    container_id: Option<Text>,
+}
+
+/// Culprits kept per rank and tick.
+const KEEP: usize = 5;
+/// A charge that has not grown for this long is removed from the kernel.
+const REAP_NS: u64 = 60_000_000_000;
 
 pub struct RunqProbe {
     _ebpf: Ebpf,
     watched: SlotFilter,
     hists: BpfHashMap<MapData, u32, RawHist>,
+    culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
     prev: HashMap<u32, RawHist>,
+    /// Last total per (rank, culprit) and when it last grew.
+    charged: HashMap<CulpritKey, (u64, u64)>,
+    /// Culprit names and containers, by pid (read once per process).
+    names: HashMap<u32, Named>,
 }
 
 impl RunqProbe {
@@ -25,17 +65,47 @@ impl RunqProbe {
                 ("runq_wakeup", "sched_wakeup"),
                 ("runq_wakeup_new", "sched_wakeup_new"),
                 ("runq_switch", "sched_switch"),
+                ("runq_exit", "sched_process_exit"),
             ],
         )?;
         let overflow = load::take_map(&mut ebpf, "watched")?;
         let slots = load::take_map(&mut ebpf, "watch_slots")?;
         let hists = load::take_map(&mut ebpf, "runq_hist")?;
+        let culprits = load::take_map(&mut ebpf, "culprits")?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched: SlotFilter::new(slots, overflow),
             hists,
+            culprits,
             prev: HashMap::new(),
+            charged: HashMap::new(),
+            names: HashMap::new(),
         })
+    }
+
+    fn name(&mut self, pid: u32) -> Named {
+        if pid == 0 {
+            return Named {
+                comm: Text::new("(idle)"),
+                ..Default::default()
+            };
+        }
+        self.names
+            .entry(pid)
+            .or_insert_with(|| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|s| Text::new(s.trim_end_matches('\n')))
+                    .unwrap_or_else(|_| Text::new("?"));
+                let c = kitty_core::sources::labels::container_from_cgroup(
+                    &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+                );
+                Named {
+                    comm,
+                    pod_uid: c.pod_uid.as_deref().map(Text::new),
+                    container_id: c.container_id.as_deref().map(Text::new),
+                }
+            })
+            .clone()
     }
 
     pub fn enrich(&mut self, frame: &mut Frame) {
@@ -51,8 +121,31 @@ impl RunqProbe {
             let _ = self.hists.remove(&pid);
             self.prev.remove(&pid);
         }
+        let secs = frame.interval_ms.max(1) as f64 / 1000.0;
+        let waits = self.read_culprits(&pids, frame.mono_ns);
         for r in frame.ranks.iter_mut() {
             let pid = r.key.pid;
+            if let Some(mine) = waits.get(&pid) {
+                let total: u64 = mine.iter().map(|w| w.1).sum();
+                let mut list: Vec<(u32, u64, u32)> = mine.clone();
+                list.sort_by_key(|w| std::cmp::Reverse(w.1));
+                list.truncate(KEEP);
+                r.ran_instead = list
+                    .into_iter()
+                    .map(|(tgid, ns, cpu)| {
+                        let n = self.name(tgid);
+                        RanInstead {
+                            pid: tgid,
+                            comm: n.comm,
+                            wait_ms_per_s: ns as f64 / 1e6 / secs,
+                            share_pct: ns as f64 * 100.0 / total.max(1) as f64,
+                            cpu,
+                            pod_uid: n.pod_uid,
+                            container_id: n.container_id,
+                        }
+                    })
+                    .collect();
+            }
             let Ok(raw) = self.hists.get(&pid, 0) else {
                 continue;
             };
@@ -66,5 +159,43 @@ impl RunqProbe {
                 r.histograms.insert(HistKind::RunqUs, d.nonzero());
             }
         }
+        if self.names.len() > 4096 {
+            self.names.clear();
+        }
+    }
+
+    /// This tick's charges per rank: (culprit tgid, ns, cpu); old and
+    /// orphaned entries are removed from the kernel.
+    fn read_culprits(
+        &mut self,
+        ranks: &BTreeSet<u32>,
+        now: u64,
+    ) -> HashMap<u32, Vec<(u32, u64, u32)>> {
+        let mut out: HashMap<u32, Vec<(u32, u64, u32)>> = HashMap::new();
+        let mut reap = Vec::new();
+        let entries: Vec<(CulpritKey, Culprit)> =
+            self.culprits.iter().filter_map(Result::ok).collect();
+        for (k, c) in entries {
+            if !ranks.contains(&k.rank) {
+                reap.push(k);
+                continue;
+            }
+            let (before, grew_at) = self.charged.get(&k).copied().unwrap_or((0, now));
+            let delta = c.wait_ns.saturating_sub(before);
+            let grew_at = if delta > 0 { now } else { grew_at };
+            if now.saturating_sub(grew_at) > REAP_NS {
+                reap.push(k);
+                continue;
+            }
+            self.charged.insert(k, (c.wait_ns, grew_at));
+            if delta > 0 && k.tgid != k.rank {
+                out.entry(k.rank).or_default().push((k.tgid, delta, c.cpu));
+            }
+        }
+        for k in reap {
+            let _ = self.culprits.remove(&k);
+            self.charged.remove(&k);
+        }
+        out
     }
 }

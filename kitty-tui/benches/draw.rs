@@ -51,6 +51,7 @@ fn frame(t: u64) -> Frame {
             sockets: vec![],
             threads: vec![],
             histograms: Default::default(),
+            ..Default::default()
         });
     }
     for g in 0..8 {

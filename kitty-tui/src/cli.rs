@@ -67,6 +67,9 @@ pub struct Sampling {
     /// Do not open sock_diag sockets; read /proc/<pid>/net/tcp only.
     #[arg(long)]
     pub no_sock_diag: bool,
+    /// The steady window placement findings are judged on (10s to 1h).
+    #[arg(long, default_value = "60s", value_parser = findings_window, value_name = "DURATION")]
+    pub findings_window: Duration,
 }
 
 /// What kitty may load and where it looks: for sampling and `doctor`.
@@ -91,6 +94,8 @@ pub mod bounds {
     use std::time::Duration;
     pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
     pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+    pub const MIN_FINDINGS_WINDOW: Duration = Duration::from_secs(10);
+    pub const MAX_FINDINGS_WINDOW: Duration = Duration::from_secs(3600);
     /// A recording or snapshot of at most a year.
     pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
     pub const MAX_GRACE: Duration = Duration::from_secs(86_400);
@@ -117,6 +122,15 @@ fn interval(s: &str) -> Result<Duration, String> {
         bounds::MIN_INTERVAL,
         bounds::MAX_INTERVAL,
         "the interval",
+    )
+}
+
+fn findings_window(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        bounds::MIN_FINDINGS_WINDOW,
+        bounds::MAX_FINDINGS_WINDOW,
+        "the findings window",
     )
 }
 
@@ -328,6 +342,8 @@ pub enum ExportTable {
     Gpus,
     /// One row per verdict in force per frame.
     Verdicts,
+    /// One row per placement finding in force per frame.
+    Findings,
     /// One row per event.
     Events,
 }
@@ -340,6 +356,7 @@ impl ExportTable {
             ExportTable::Host => Table::Host,
             ExportTable::Gpus => Table::Gpus,
             ExportTable::Verdicts => Table::Verdicts,
+            ExportTable::Findings => Table::Findings,
             ExportTable::Events => Table::Events,
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::cli::{NodeArgs, Sampling};
 use crate::error::UsageError;
+use kitty_core::analysis::AnalysisConfig;
 use kitty_core::engine::Pipeline;
 use kitty_core::sampler::SamplerConfig;
 use kitty_core::sources::discovery::WatchRule;
@@ -55,9 +56,15 @@ pub fn proc_root(n: &NodeArgs) -> Result<Roots, UsageError> {
 
 /// The enrichers, in order: the eBPF probes unless `--no-ebpf` (each
 /// degrades on its own; an unprivileged user gets their reasons in the
-/// header, not an error), then NVML unless `--no-gpu`.
-pub fn build(n: &NodeArgs, cfg: &SamplerConfig) -> Pipeline {
+/// header, not an error), then NVML unless `--no-gpu`; and the analysis
+/// settings.
+pub fn build(s: &Sampling, cfg: &SamplerConfig) -> Pipeline {
+    let n = &s.node;
     let mut p = Pipeline::new();
+    p.analysis = AnalysisConfig {
+        findings_window_s: s.findings_window.as_secs_f64(),
+        ..AnalysisConfig::default()
+    };
     if !n.no_ebpf {
         p.push(Box::new(kitty_probe_ebpf::Probes::start(cfg.hints.clone())));
     }

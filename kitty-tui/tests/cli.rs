@@ -261,3 +261,54 @@ fn out_of_range_options_fail_with_one_line_and_status_2() {
         );
     }
 }
+
+#[test]
+fn without_root_the_snapshot_says_other_users_processes_are_hidden() {
+    if !is_root() {
+        return skip("needs root to run a command as another user");
+    }
+    // A copy of the binary nobody can run (the checkout may be under /root).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("kitty-tui");
+    std::fs::copy(kitty_bin(), &bin).unwrap();
+    let mut procs = Procs::default();
+    // root's watched process: hidden from nobody.
+    procs.push(
+        Command::new("sleep")
+            .arg("60")
+            .env("KITTY_WATCH", "1")
+            .spawn()
+            .unwrap(),
+    );
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(&bin)
+        .args([
+            "snapshot",
+            "--json",
+            "--duration",
+            "1s",
+            "--no-ebpf",
+            "--no-gpu",
+        ])
+        .current_dir(dir.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let procfs = &v["sources"]["procfs"];
+    assert_eq!(procfs["status"], "degraded", "{procfs}");
+    assert!(
+        procfs["reason"]
+            .as_str()
+            .unwrap()
+            .contains("other users are hidden"),
+        "{procfs}"
+    );
+}

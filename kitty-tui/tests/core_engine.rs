@@ -87,7 +87,7 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    procs.push(hog);
+    let hog_pid = procs.push(hog);
     // Record, so that the comparison uses every tick of the last 4 s rather
     // than one 500 ms interval (peers share the other CPU: one tick is noisy).
     let path = std::env::temp_dir().join(format!("kitty-contended-{}.kitty", std::process::id()));
@@ -130,6 +130,15 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
         .unwrap()
         .starts_with("rank 2: run-queue delay"));
     assert_eq!(mine["signals"]["affinity_cpus"], 1.0);
+    // The culprit: with the run-queue probe, the hog is charged most of the
+    // wait; without it, it is the busiest process allowed on the CPU (a guess).
+    let top = &found["culprits"][0];
+    assert_eq!(top["comm"], "demo-hog", "{found:#}");
+    assert_eq!(top["pid"], hog_pid, "{found:#}");
+    if is_root() {
+        assert!(top["share_pct"].as_f64().unwrap() >= 50.0, "{found:#}");
+        assert_eq!(top["guess"], false, "{found:#}");
+    }
 }
 
 #[test]

@@ -4,85 +4,8 @@
 mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::Tmux;
 use support::*;
-
-struct Tmux {
-    name: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str, w: u16, h: u16) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            skip("tmux is not installed");
-            return None;
-        }
-        let name = format!("kitty-test-{}-{}", std::process::id(), w);
-        let st = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                &w.to_string(),
-                "-y",
-                &h.to_string(),
-            ])
-            .env("TERM", "xterm-256color")
-            .status()
-            .unwrap();
-        assert!(st.success());
-        // Keep the pane after the program exits, to read its status.
-        Command::new("tmux")
-            .args(["set-option", "-t", &name, "remain-on-exit", "on"])
-            .status()
-            .unwrap();
-        Command::new("tmux")
-            .args(["respawn-pane", "-k", "-t", &name, cmd])
-            .status()
-            .unwrap();
-        Some(Tmux { name })
-    }
-    fn capture(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.name])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-    fn keys(&self, keys: &[&str]) {
-        Command::new("tmux")
-            .args(["send-keys", "-t", &self.name])
-            .args(keys)
-            .status()
-            .unwrap();
-    }
-    fn query(&self, fmt: &str) -> String {
-        let out = Command::new("tmux")
-            .args(["display-message", "-p", "-t", &self.name, fmt])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-    fn wait_for(&self, what: &dyn Fn(&str) -> bool, secs: u64) -> String {
-        let t = Instant::now();
-        loop {
-            let s = self.capture();
-            if what(&s) || t.elapsed() > Duration::from_secs(secs) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.name])
-            .status();
-    }
-}
 
 #[test]
 fn demo_flags_the_straggler_and_quits_cleanly() {
@@ -104,6 +27,14 @@ fn demo_flags_the_straggler_and_quits_cleanly() {
         "straggler not flagged:\n{screen}"
     );
     assert!(screen.contains(" vs peer"), "{screen}");
+    // The straggler sorts first and its verdict names the culprit.
+    if is_root() {
+        let named = t.wait_for(&|s| s.contains("`demo-hog` (pid"), 10);
+        assert!(
+            named.contains("not a rank) ran"),
+            "culprit not named:\n{named}"
+        );
+    }
     assert!(
         screen.contains("kitty-demo (4 ranks, step"),
         "job step time shown:\n{screen}"

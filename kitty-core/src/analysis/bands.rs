@@ -5,7 +5,7 @@
 use super::peers::median;
 use crate::model::history::Ring;
 use crate::model::{Frame, ProcKey, Sig};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 pub struct PeerBands {
     signals: Vec<Sig>,
@@ -24,11 +24,7 @@ impl PeerBands {
     }
 
     pub fn push(&mut self, f: &Frame) {
-        let mut jobs: BTreeMap<Option<&str>, Vec<usize>> = BTreeMap::new();
-        for (i, r) in f.ranks.iter().enumerate() {
-            jobs.entry(r.labels.job.as_deref()).or_default().push(i);
-        }
-        for members in jobs.values() {
+        for members in super::verdicts::jobs(f).values() {
             for &sig in &self.signals {
                 for &me in members {
                     let mut peers: Vec<f64> = members

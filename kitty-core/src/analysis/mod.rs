@@ -1,18 +1,21 @@
 //! Analysis: ranks of one job do the same work, so each rank is compared
 //! with the median of its peers, per signal (median + MAD, a ratio floor and
 //! an absolute floor), raised only after it persists and released with
-//! hysteresis. The stages, in order: link attribution (`links`), then the
-//! verdicts (`verdicts`, from the `rules`). `bands` and `talkers` are view
-//! models computed from frames for the TUI.
+//! hysteresis. The stages, in order: link attribution (`links`), the
+//! verdicts (`verdicts`, from the `rules`), their causes and consequences
+//! (`causes`), the long-window placement findings (`findings`). `bands` and
+//! `talkers` are view models computed from frames for the TUI.
 
 pub mod bands;
+pub mod causes;
+pub mod findings;
 pub mod links;
 pub mod peers;
 pub mod rules;
 pub mod talkers;
 pub mod verdicts;
 
-use crate::model::Frame;
+use crate::model::{Event, EventKind, Frame, Verdict};
 
 #[derive(Debug, Clone)]
 pub struct AnalysisConfig {
@@ -28,6 +31,8 @@ pub struct AnalysisConfig {
     pub release_after_s: f64,
     /// Fewest ranks in a job for a comparison to mean anything.
     pub min_ranks: usize,
+    /// The steady window findings are judged on, seconds.
+    pub findings_window_s: f64,
 }
 
 impl Default for AnalysisConfig {
@@ -39,14 +44,19 @@ impl Default for AnalysisConfig {
             raise_after_s: 1.5,
             release_after_s: 2.0,
             min_ranks: 3,
+            findings_window_s: 60.0,
         }
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Analysis {
     pub cfg: AnalysisConfig,
     verdicts: verdicts::Tracker,
+    causes: causes::Causes,
+    findings: findings::Findings,
+    /// The findings of the previous frame (to announce new ones once).
+    shown: Vec<(crate::model::FindingKind, Vec<u32>)>,
 }
 
 impl Analysis {
@@ -54,21 +64,62 @@ impl Analysis {
         Analysis {
             cfg,
             verdicts: Default::default(),
+            causes: Default::default(),
+            findings: Default::default(),
+            shown: Vec::new(),
         }
     }
 
-    /// Runs every analysis stage on the frame: link attribution, then the
-    /// verdicts (and their raise / clear events).
+    /// Runs every analysis stage on the frame: link attribution, the
+    /// verdicts, their causes; raise and clear events.
     pub fn apply(&mut self, frame: &mut Frame) {
         links::attribute(frame);
-        frame.verdicts = self.verdicts.judge(&self.cfg, frame);
+        let judged = self.verdicts.judge(&self.cfg, frame);
+        let raised: Vec<_> = judged
+            .iter()
+            .filter(|(_, r)| *r)
+            .map(|(v, _)| (v.pid, v.signal))
+            .collect();
+        let mut verdicts: Vec<Verdict> = judged.into_iter().map(|(v, _)| v).collect();
+        self.causes.apply(frame, &mut verdicts);
+        for v in verdicts
+            .iter()
+            .filter(|v| raised.contains(&(v.pid, v.signal)))
+        {
+            frame.events.push(Event::new(
+                frame.wall_ns,
+                EventKind::VerdictRaised,
+                v.message.as_str(),
+            ));
+        }
+        frame.verdicts = verdicts;
+        let findings = self.findings.apply(&self.cfg, frame);
+        for f in &findings {
+            let seen = frame_had(&self.shown, f);
+            if !seen {
+                frame.events.push(Event::new(
+                    frame.wall_ns,
+                    EventKind::FindingFound,
+                    f.message.as_str(),
+                ));
+            }
+        }
+        self.shown = findings.iter().map(|f| (f.kind, f.pids.clone())).collect();
+        frame.findings = findings;
     }
+}
+
+/// Was this finding shown in the previous frame?
+fn frame_had(shown: &[(crate::model::FindingKind, Vec<u32>)], f: &crate::model::Finding) -> bool {
+    shown.iter().any(|(k, p)| *k == f.kind && *p == f.pids)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EventKind, Labels, ProcKey, RankCounters, RankFrame, Sig, Signals};
+    use crate::model::{
+        EventKind, Labels, ProcKey, RankCounters, RankFrame, Severity, Sig, Signals,
+    };
 
     fn rank(i: u32, run_delay: f64) -> RankFrame {
         let mut signals = Signals::new();
@@ -92,6 +143,7 @@ mod tests {
             sockets: vec![],
             threads: vec![],
             histograms: Default::default(),
+            ..Default::default()
         }
     }
 
@@ -167,6 +219,135 @@ mod tests {
         }
         assert!(cleared);
         assert!(step(&mut a, &[1.0, 1.0, 1.0, 1.0]).verdicts.is_empty());
+    }
+
+    /// A 4-rank ring (i sends to i+1) where rank 2 is starved of CPU and
+    /// rank 1, which sends to it, retransmits on that connection.
+    fn starved_ring(t_s: f64) -> Frame {
+        let mut f = frame(t_s, &[1.0, 1.0, 300.0, 1.0]);
+        let addr = |i: usize| format!("10.0.0.{}:5000", i + 1);
+        let out = |i: usize| format!("10.0.0.{}:40000", i + 1);
+        for i in 0..4 {
+            let next = (i + 1) % 4;
+            let prev = (i + 3) % 4;
+            let mut to_next = crate::model::SocketFrame {
+                local: out(i).into(),
+                remote: addr(next).into(),
+                ..Default::default()
+            };
+            let retrans = if i == 1 { 40.0 } else { 0.0 };
+            to_next.signals.set(Sig::RetransPerS, retrans);
+            let from_prev = crate::model::SocketFrame {
+                local: addr(i).into(),
+                remote: out(prev).into(),
+                ..Default::default()
+            };
+            let r = &mut f.ranks[i];
+            r.sockets = vec![to_next, from_prev];
+            r.signals.set(Sig::RetransPerS, retrans);
+        }
+        // The hog holds rank 2's CPU.
+        f.ranks[2].ran_instead = vec![crate::model::RanInstead {
+            pid: 999,
+            comm: "stress".into(),
+            wait_ms_per_s: 280.0,
+            share_pct: 93.0,
+            cpu: 3,
+            ..Default::default()
+        }];
+        f
+    }
+
+    #[test]
+    fn a_neighbours_retransmits_are_the_stragglers_consequence() {
+        let mut a = Analysis::default();
+        let mut last = Vec::new();
+        for step in 0..8 {
+            let mut f = starved_ring(step as f64 * 0.5);
+            a.apply(&mut f);
+            last = f.verdicts;
+        }
+        let cause = last
+            .iter()
+            .find(|v| v.rank == Some(2))
+            .expect("rank 2 flagged");
+        assert_eq!(cause.signal, Sig::RunDelayMsPerS);
+        assert!(!cause.is_consequence());
+        assert!(
+            cause
+                .message
+                .contains("`stress` (pid 999, not a rank) ran 100 % of that time on CPU 3"),
+            "{}",
+            cause.message
+        );
+        let victim = last
+            .iter()
+            .find(|v| v.rank == Some(1))
+            .expect("rank 1's symptom");
+        assert_eq!(victim.signal, Sig::RetransPerS);
+        let c = victim.consequence_of.as_ref().expect("a consequence");
+        assert_eq!((c.rank, c.signal), (Some(2), Sig::RunDelayMsPerS));
+        assert_eq!(c.via.as_str(), "10.0.0.2:40000 -> 10.0.0.3:5000");
+        assert_eq!(victim.severity, Severity::Warning);
+        assert!(
+            victim
+                .message
+                .contains("a consequence of rank 2's run-queue delay"),
+            "{}",
+            victim.message
+        );
+        assert!(
+            !victim.message.contains("0 /s vs peers 0"),
+            "{}",
+            victim.message
+        );
+        // The straggler first, its consequence after it.
+        assert_eq!(last[0].rank, Some(2));
+        assert!(last.last().unwrap().is_consequence());
+    }
+
+    #[test]
+    fn a_held_verdict_reports_its_window_not_the_current_tick() {
+        let mut a = Analysis::default();
+        let mut t = 0.0;
+        let mut step = |a: &mut Analysis, vals: &[f64]| {
+            let mut f = frame(t, vals);
+            a.apply(&mut f);
+            t += 0.5;
+            f
+        };
+        for _ in 0..5 {
+            step(&mut a, &[0.5, 0.4, 120.0, 0.6]);
+        }
+        // Back under the raise bar but inside the hysteresis band: held.
+        let f = step(&mut a, &[10.0, 10.0, 25.0, 10.0]);
+        let v = &f.verdicts[0];
+        assert!(v.value > 100.0, "the window's mean, not 25: {}", v.value);
+        assert_eq!(v.peak, 120.0);
+        assert!(v.message.contains("120 ms/s"), "{}", v.message);
+        // A zero median never reads "0 vs 0".
+        let mut a = Analysis::default();
+        let mut last = Vec::new();
+        for i in 0..6 {
+            let mut f = frame(i as f64 * 0.5, &[0.0, 0.0, 0.0, 0.0]);
+            for (j, r) in f.ranks.iter_mut().enumerate() {
+                r.signals
+                    .set(Sig::RetransPerS, if j == 2 { 30.0 } else { 0.0 });
+            }
+            a.apply(&mut f);
+            last = f.verdicts;
+        }
+        let v = &last[0];
+        assert!(
+            v.message.contains("retransmits 30 /s vs peers ~0"),
+            "{}",
+            v.message
+        );
+        assert!(
+            v.score < 8.0,
+            "a ratio against zero does not make it critical: {}",
+            v.score
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Verdicts: per (rank, rule), an outlier streak must persist before a
 //! verdict is raised, and a raised verdict is released only after it stayed
-//! healthy for a while (hysteresis). Raising and clearing are events.
+//! healthy for a while (hysteresis). Raising and clearing are events. A
+//! verdict reports its window: the rank's mean and peak over the ticks it
+//! stood out, and the peers' mean median over the same ticks, so a held
+//! verdict never reads "0 vs 0".
 
 use super::peers::{is_outlier, peer_stats, Bar};
 use super::rules::{Kind, Rule, RULES};
@@ -9,6 +12,11 @@ use crate::model::format::value;
 use crate::model::{Event, EventKind, Frame, ProcKey, RankFrame, Severity, Sig, Text, Verdict};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// A score at or above this is critical (see `Verdict::score`).
+pub const CRITICAL_SCORE: f64 = 8.0;
+/// What a flag (lost GPU, throttled) scores.
+pub const FLAG_SCORE: f64 = 10.0;
+
 #[derive(Debug, Clone, Default)]
 struct Track {
     /// Monotonic ns when the current outlier streak began.
@@ -16,6 +24,40 @@ struct Track {
     /// Monotonic ns when a raised verdict last looked healthy (release clock).
     healthy_since: Option<u64>,
     raised: bool,
+    /// Over the ticks the rank stood out in this streak: sums and peak.
+    window: Window,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Window {
+    n: u32,
+    sum_v: f64,
+    sum_m: f64,
+    peak: f64,
+}
+
+impl Window {
+    fn add(&mut self, v: f64, m: f64, low: bool) {
+        self.n += 1;
+        self.sum_v += v;
+        self.sum_m += m;
+        self.peak = if self.n == 1 {
+            v
+        } else if low {
+            self.peak.min(v)
+        } else {
+            self.peak.max(v)
+        };
+    }
+
+    /// (mean value, mean peer median, peak), or the tick's own when empty.
+    fn means(&self, v: f64, m: f64) -> (f64, f64, f64) {
+        if self.n == 0 {
+            return (v, m, v);
+        }
+        let n = self.n as f64;
+        (self.sum_v / n, self.sum_m / n, self.peak)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -31,18 +73,26 @@ fn values_of(frame: &Frame, members: &[usize], sig: Sig) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// The ranks of each job (name and launch), by index.
+pub fn jobs(frame: &Frame) -> BTreeMap<(Option<Text>, Option<Text>), Vec<usize>> {
+    let mut jobs: BTreeMap<(Option<Text>, Option<Text>), Vec<usize>> = BTreeMap::new();
+    for (i, r) in frame.ranks.iter().enumerate() {
+        jobs.entry((r.labels.job.clone(), r.labels.job_id.clone()))
+            .or_default()
+            .push(i);
+    }
+    jobs
+}
+
 impl Tracker {
     /// Judges every rule for every job of the frame; returns the verdicts
-    /// in force and adds raise / clear events.
-    pub fn judge(&mut self, cfg: &AnalysisConfig, frame: &mut Frame) -> Vec<Verdict> {
+    /// in force, each with whether it was raised in this tick, and adds the
+    /// clear events (raise events wait until causes are known).
+    pub fn judge(&mut self, cfg: &AnalysisConfig, frame: &mut Frame) -> Vec<(Verdict, bool)> {
         let now = frame.mono_ns;
         let mut verdicts = Vec::new();
         let mut events = Vec::new();
         let mut seen = HashSet::new();
-        let mut jobs: BTreeMap<Option<Text>, Vec<usize>> = BTreeMap::new();
-        for (i, r) in frame.ranks.iter().enumerate() {
-            jobs.entry(r.labels.job.clone()).or_default().push(i);
-        }
         let raise = Bar {
             ratio: cfg.ratio_floor,
             mad_k: cfg.mad_k,
@@ -53,7 +103,7 @@ impl Tracker {
             releasing: true,
             ..raise
         };
-        for members in jobs.values() {
+        for members in jobs(frame).values() {
             if members.len() < cfg.min_ranks {
                 continue;
             }
@@ -98,8 +148,12 @@ impl Tracker {
                     let still = is_outlier(*v, m, mad, rule, hold) && confirms(*i, hold);
                     let t = self.tracks.entry(key).or_default();
                     if outlier {
+                        if t.outlier_since.is_none() {
+                            t.window = Window::default();
+                        }
                         t.outlier_since.get_or_insert(now);
                         t.healthy_since = None;
+                        t.window.add(*v, m, matches!(rule.kind, Kind::Low(_)));
                     } else if t.raised && still {
                         // In the hysteresis band: neither worse nor healthy.
                         t.healthy_since = None;
@@ -129,26 +183,15 @@ impl Tracker {
                         continue;
                     }
                     if t.raised {
-                        let v = verdict(rank, rule, *v, m, age(t.outlier_since).unwrap_or(0.0));
-                        if just_raised {
-                            events.push(Event::new(
-                                frame.wall_ns,
-                                EventKind::VerdictRaised,
-                                v.message.as_str(),
-                            ));
-                        }
-                        verdicts.push(v);
+                        let (mean, peers, peak) = t.window.means(*v, m);
+                        let for_s = age(t.outlier_since).unwrap_or(0.0);
+                        verdicts.push((verdict(rank, rule, mean, peers, peak, for_s), just_raised));
                     }
                 }
             }
         }
         // Ranks or signals that disappeared lose their state.
         self.tracks.retain(|k, _| seen.contains(k));
-        verdicts.sort_by(|a, b| {
-            b.severity
-                .cmp(&a.severity)
-                .then(b.ratio.total_cmp(&a.ratio))
-        });
         frame.events.extend(events);
         verdicts
     }
@@ -160,34 +203,43 @@ pub fn ratio(v: f64, m: f64, floor: f64) -> f64 {
     v / m.max(floor / 100.0)
 }
 
-fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, for_s: f64) -> Verdict {
-    let name = rank.display_name();
-    let what = rule.signal.label();
-    let secs = for_s.max(0.0);
-    let (vs, ms) = (value(rule.signal, v), value(rule.signal, m));
-    let (r, message) = match rule.kind {
-        Kind::Flag => (
-            v / m.max(0.01),
-            format!("{name}: {what} while its peers are not, for {secs:.0} s"),
+/// The verdict's sentence without its causes: "rank 2: run-queue delay
+/// 297 ms/s vs peers 20.3 ms/s (15x) for 5 s".
+pub fn base_message(v: &Verdict) -> String {
+    let name = match v.rank {
+        Some(r) => format!("rank {r}"),
+        None => format!("pid {}", v.pid),
+    };
+    let what = v.signal.label();
+    let secs = v.for_s.max(0.0);
+    let Some(rule) = super::rules::rule_for(v.signal) else {
+        return format!("{name}: {what}");
+    };
+    let (vs, ms) = (value(v.signal, v.value), value(v.signal, v.peer_median));
+    match rule.kind {
+        Kind::Flag => format!("{name}: {what} while its peers are not, for {secs:.0} s"),
+        Kind::Low(_) => format!(
+            "{name}: {what} {vs} vs peers {ms} ({:.1}x lower) for {secs:.0} s",
+            v.ratio
         ),
-        Kind::Low(_) => {
-            let r = m / v.max(m / 100.0).max(f64::MIN_POSITIVE);
-            (
-                r,
-                format!("{name}: {what} {vs} vs peers {ms} ({r:.1}x lower) for {secs:.0} s"),
-            )
+        Kind::High if v.peer_median <= rule.abs_floor / 100.0 => {
+            format!("{name}: {what} {vs} vs peers ~0 for {secs:.0} s")
         }
-        Kind::High if m <= rule.abs_floor / 100.0 => (
-            ratio(v, m, rule.abs_floor),
-            format!("{name}: {what} {vs} vs peers {ms} for {secs:.0} s"),
+        Kind::High => format!(
+            "{name}: {what} {vs} vs peers {ms} ({:.0}x) for {secs:.0} s",
+            v.ratio
         ),
-        Kind::High => {
-            let r = ratio(v, m, rule.abs_floor);
-            (
-                r,
-                format!("{name}: {what} {vs} vs peers {ms} ({r:.0}x) for {secs:.0} s"),
-            )
-        }
+    }
+}
+
+fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, peak: f64, for_s: f64) -> Verdict {
+    let (r, score) = match rule.kind {
+        Kind::Flag => (v / m.max(0.01), FLAG_SCORE),
+        Kind::Low(_) => (
+            m / v.max(m / 100.0).max(f64::MIN_POSITIVE),
+            (m - v) / rule.abs_floor,
+        ),
+        Kind::High => (ratio(v, m, rule.abs_floor), (v - m) / rule.abs_floor),
     };
     Verdict {
         rank: rank.labels.rank,
@@ -195,14 +247,19 @@ fn verdict(rank: &RankFrame, rule: &Rule, v: f64, m: f64, for_s: f64) -> Verdict
         job: rank.labels.job.clone(),
         signal: rule.signal,
         value: v,
+        peak,
         peer_median: m,
         ratio: r,
+        score,
         for_s,
-        severity: if r >= 10.0 || rule.always_critical {
+        severity: if score >= CRITICAL_SCORE || rule.always_critical {
             Severity::Critical
         } else {
             Severity::Warning
         },
-        message: Text::message(message),
+        message: Text::default(),
+        consequence_of: None,
+        culprits: Vec::new(),
+        detail: None,
     }
 }

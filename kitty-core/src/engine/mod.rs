@@ -12,7 +12,7 @@ mod queue;
 
 pub use queue::{Delivery, Recv};
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, AnalysisConfig};
 use crate::model::{Event, EventKind, Frame};
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::sources::Enricher;
@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct Pipeline {
     stages: Vec<Box<dyn Enricher>>,
+    /// The analysis that judges each enriched frame.
+    pub analysis: AnalysisConfig,
 }
 
 impl Pipeline {
@@ -163,7 +165,7 @@ fn run(cfg: SamplerConfig, mut pipeline: Pipeline, q: &queue::Queue, stop: &Atom
     let mut ticker = clock::Ticker::new(cfg.interval);
     let interval = cfg.interval;
     let mut sampler = Sampler::new(cfg);
-    let mut analysis = Analysis::default();
+    let mut analysis = Analysis::new(pipeline.analysis.clone());
     let mut missed = 0;
     while !stop.load(Ordering::SeqCst) {
         let mut frame = sampler.tick();

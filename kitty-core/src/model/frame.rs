@@ -50,6 +50,10 @@ pub struct Frame {
     /// (the clock never catches up: rates span the real elapsed time).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub missed_ticks: u64,
+    /// Slow-window findings (pinning, co-location): not stragglers, each
+    /// with the remedy it points at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
     /// Frames the engine dropped before delivering this one, because its
     /// consumer was slower than the interval (only a view may drop; a
     /// recorder never does).
@@ -214,10 +218,29 @@ pub struct Labels {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
+    /// The job's name (JOB_NAME, else SLURM_JOB_ID, else TORCHELASTIC_RUN_ID).
     pub job: Option<Text>,
+    /// What tells two launches of one job name apart: the launcher's run id
+    /// (`torchelastic:...`, `slurm:JOB.STEP`, `pmix:...`, `ompi:...`,
+    /// `master:ADDR:PORT`), else the launcher process (`launcher:PID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<Text>,
+    /// SLURM_JOB_ID, when the rank runs under SLURM (a join label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<Text>,
     pub pod_uid: Option<Text>,
     pub container_id: Option<Text>,
     pub runtime: Option<Text>,
+}
+
+/// What ranks are grouped by: the job's name and its launch's identity.
+pub type JobKey<'a> = (Option<&'a str>, Option<&'a str>);
+
+impl Labels {
+    /// The key ranks are grouped by: the job's name and its identity.
+    pub fn job_key(&self) -> JobKey<'_> {
+        (self.job.as_deref(), self.job_id.as_deref())
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -242,6 +265,44 @@ pub struct RankFrame {
     /// Latency histograms of this tick from the probes.
     #[serde(default, skip_serializing_if = "NamedMap::is_empty")]
     pub histograms: Histograms,
+    /// The CPUs the rank may run on (Cpus_allowed_list ranges).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub affinity: Vec<(u32, u32)>,
+    /// Who held the rank's CPUs while its threads waited in this tick
+    /// (run-queue probe), most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ran_instead: Vec<RanInstead>,
+    /// The rank's cgroup CPU limit and use, when it was throttled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_cpu: Option<CgroupCpu>,
+}
+
+/// A task that held a CPU while a rank's thread waited for it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RanInstead {
+    /// Its process (0: the CPU was idle, the wait was the scheduler's).
+    pub pid: u32,
+    pub comm: Text,
+    /// The rank's wait charged to it, per second.
+    pub wait_ms_per_s: f64,
+    /// Its share of all the rank's charged wait in the tick, percent.
+    pub share_pct: f64,
+    /// The CPU where the rank's thread waited.
+    pub cpu: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<Text>,
+}
+
+/// A cgroup's CPU quota against what it used, for a throttling verdict.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CgroupCpu {
+    pub path: Text,
+    /// The quota in CPUs (quota / period), when one is set.
+    pub quota_cpus: Option<f64>,
+    /// CPUs used over the tick.
+    pub used_cpus: Option<f64>,
 }
 
 impl RankFrame {
@@ -334,6 +395,26 @@ pub struct HostFrame {
     /// Raw counters kept for the next rate computation.
     #[serde(default)]
     pub counters: HostCounters,
+    /// The busiest processes that are not ranks, from the last scan (in the
+    /// frames where a scan happened).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub busy: Vec<BusyProcess>,
+}
+
+/// A busy process on the node that is not a rank: a possible noisy
+/// neighbour of the ranks whose CPUs it may run on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BusyProcess {
+    pub pid: u32,
+    pub comm: Text,
+    /// CPU used since the previous scan, percent of one core.
+    pub cpu_pct: f64,
+    /// The CPUs it may run on (Cpus_allowed_list ranges).
+    pub affinity: Vec<(u32, u32)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<Text>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -449,6 +530,8 @@ pub enum EventKind {
     SamplingGap,
     /// A view was slower than the sampler and skipped frames.
     FramesSkipped,
+    /// A slow-window finding appeared (pinning, co-location).
+    FindingFound,
     /// Anything a newer kitty reports that this one does not know.
     #[serde(other)]
     Other,
@@ -460,12 +543,105 @@ pub struct Verdict {
     pub pid: u32,
     pub job: Option<Text>,
     pub signal: Sig,
+    /// The rank's mean over the ticks it stood out since the verdict began.
     pub value: f64,
+    /// Its largest value in that window.
+    #[serde(default)]
+    pub peak: f64,
+    /// The peers' median, averaged over the same ticks.
     pub peer_median: f64,
+    /// value / peer_median (a zero median lifted to 1 % of the rule's floor).
     pub ratio: f64,
+    /// How far the rank stands from its peers, comparable across signals:
+    /// its excess over the peers' median in units of the rule's floor (a
+    /// flag counts as 10). A ratio against a near-zero median cannot
+    /// outrank a real outlier.
+    #[serde(default)]
+    pub score: f64,
     pub for_s: f64,
     pub severity: Severity,
     pub message: Text,
+    /// Set when the symptom lies on connections to a rank with a verdict of
+    /// its own: this rank is that one's victim, not a straggler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consequence_of: Option<Cause>,
+    /// For run-queue verdicts: who held the rank's CPUs while it waited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprits: Vec<Culprit>,
+    /// What else explains it (a cgroup's quota and use; the busiest
+    /// process on a slow link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Text>,
+}
+
+impl Verdict {
+    pub fn is_consequence(&self) -> bool {
+        self.consequence_of.is_some()
+    }
+}
+
+/// The rank (and its verdict) another rank's symptom comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cause {
+    pub rank: Option<u32>,
+    pub pid: u32,
+    pub signal: Sig,
+    /// The connection the symptom was seen on, `local -> remote`.
+    pub via: Text,
+}
+
+/// A task that took a rank's CPU while it waited.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Culprit {
+    pub pid: u32,
+    pub comm: Text,
+    /// Set when the culprit is another rank (overlapping affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// Its share of the rank's charged wait over the verdict, percent.
+    pub share_pct: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<Text>,
+    /// Named without the run-queue probe: the busiest process allowed on
+    /// the rank's CPUs, not a measured charge.
+    #[serde(default)]
+    pub guess: bool,
+}
+
+named_enum! {
+    /// What a finding is about.
+    pub enum FindingKind {
+        /// A small but steady run-queue delay far above the peers'.
+        RunDelayAsymmetry = "run_delay_asymmetry",
+        /// One rank unpinned among pinned peers, or different CPU counts.
+        AffinityAsymmetry = "affinity_asymmetry",
+        /// Steady cross-CPU migrations far above the peers'.
+        MigrationAsymmetry = "migration_asymmetry",
+        /// Pinned ranks whose CPU sets overlap.
+        SharedCpus = "shared_cpus",
+        /// A busy process that is not a rank may run on pinned ranks' CPUs.
+        BusyNeighbour = "busy_neighbour",
+    }
+}
+
+/// A slow-window observation about a job's placement (seed 003's
+/// fingerprints): shown apart from verdicts, never a straggler.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub job: Option<Text>,
+    /// The ranks it is about (pids), and their rank labels.
+    pub pids: Vec<u32>,
+    pub ranks: Vec<Option<u32>>,
+    pub message: Text,
+    /// What it points at ("pin the ranks", "move the process").
+    pub remedy: Text,
+    /// Seconds since it was first found.
+    pub for_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

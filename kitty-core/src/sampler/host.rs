@@ -70,5 +70,6 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
                 h.psi[2].map(|p| p.1),
             ],
         },
+        busy: Vec::new(),
     }
 }

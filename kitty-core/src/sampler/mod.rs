@@ -5,6 +5,8 @@
 //! frames, the host, and the sources' status.
 
 mod host;
+pub mod identity;
+mod neighbours;
 mod procs;
 mod rank;
 mod sockets;
@@ -74,6 +76,7 @@ pub struct Sampler {
     mounts: CgroupMounts,
     sockets: sockets::SocketReader,
     procs: procs::ProcReader,
+    neighbours: neighbours::Neighbours,
     prev_mono: Option<u64>,
     prev_host: Option<HostFrame>,
     prev_sources: Sources,
@@ -86,6 +89,7 @@ impl Sampler {
         Sampler {
             sockets: sockets::SocketReader::new(cfg.sock_diag),
             procs: procs::ProcReader::new(cfg.discovery_every),
+            neighbours: Default::default(),
             cfg,
             watch: Default::default(),
             mounts,
@@ -113,7 +117,7 @@ impl Sampler {
             .map(|p| (mono.saturating_sub(p)) as f64 / 1e9)
             .filter(|d| *d > 0.0);
 
-        let (samples, gone) = self.procs.read(&self.cfg.roots, &self.watch.watched, mono);
+        let (samples, gone) = self.procs.read(&self.cfg.roots, self.watch.ranks(), mono);
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
@@ -121,12 +125,18 @@ impl Sampler {
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
 
-        let host = host::build_host(
+        let mut host = host::build_host(
             &crate::sources::host::read_host(&self.cfg.roots),
             self.prev_host.as_ref(),
             dt_s,
         );
         self.prev_host = Some(host.clone());
+        if ranks.len() >= 3 {
+            let pids = ranks.iter().map(|r| r.key.pid).collect();
+            if let Some(busy) = self.neighbours.scan(&self.cfg.roots, &pids, mono) {
+                host.busy = busy;
+            }
+        }
         let sources = self.sources(wall, &mut events);
         self.prev_mono = Some(mono);
         let frame = Frame {
@@ -152,9 +162,14 @@ impl Sampler {
         let mut sources = Sources::default();
         sources.insert(
             Source::Procfs,
-            match &self.watch.error {
-                None => SourceStatus::ok(),
-                Some(e) => SourceStatus::unavailable(e),
+            match (&self.watch.error, self.watch.hidden()) {
+                (Some(e), _) => SourceStatus::unavailable(e),
+                (None, 0) => SourceStatus::ok(),
+                (None, n) => SourceStatus::degraded(format!(
+                    "running as uid {}: {n} processes of other users are hidden (their environment is unreadable); run as root to see every rank",
+                    // SAFETY: getuid has no preconditions.
+                    unsafe { libc::getuid() }
+                )),
             },
         );
         sources.insert(Source::SockDiag, self.sockets.status());

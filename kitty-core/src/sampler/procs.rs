@@ -4,7 +4,7 @@
 
 use super::rank::{build_rank, RankInput};
 use crate::model::rates::rate;
-use crate::model::{ProcKey, RankFrame, TcpInfo};
+use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::Watched;
 use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
@@ -26,6 +26,8 @@ pub(super) struct ProcPrev {
     pub migrations: Option<(u64, u64)>,
     pub migrations_rate: Option<f64>,
     pub cfs_ns: Option<u64>,
+    /// The cgroup's CPU use (ns), read while it is throttled.
+    pub cgroup_usage_ns: Option<u64>,
     pub tcp: HashMap<u64, TcpInfo>,
 }
 
@@ -52,10 +54,10 @@ impl ProcReader {
 
     /// Reads every watched process; returns the samples and the processes
     /// that are gone (exited, or their pid reused).
-    pub fn read(
+    pub fn read<'a>(
         &self,
         roots: &Roots,
-        watched: &[Watched],
+        watched: impl Iterator<Item = &'a Watched>,
         mono: u64,
     ) -> (Vec<Sample>, Vec<Watched>) {
         let mut samples = Vec::new();
@@ -103,18 +105,23 @@ impl ProcReader {
         let mut ranks = Vec::with_capacity(samples.len());
         let mut next = HashMap::new();
         for (w, s) in samples {
-            let cfs_ns = mounts.cpu_stat_path(&w.cgroup).and_then(|(path, v)| {
-                std::fs::read_to_string(path)
-                    .ok()
-                    .and_then(|t| parse_throttled_ns(&t, v))
-            });
+            let prev = self.prev.get(&w.key);
+            let cpu_stat = mounts
+                .cpu_stat_path(&w.cgroup)
+                .and_then(|(path, v)| std::fs::read_to_string(path).ok().map(|t| (t, v)));
+            let cfs_ns = cpu_stat
+                .as_ref()
+                .and_then(|(t, v)| parse_throttled_ns(t, *v));
+            let (cgroup_cpu, cgroup_usage_ns) = match (&cpu_stat, prev) {
+                (Some((text, v)), Some(p)) => cgroup_cpu(mounts, &w, text, *v, p, cfs_ns, dt_s),
+                _ => (None, None),
+            };
             let table = w.netns.and_then(|ns| tables.get(&ns));
             let sockets: Vec<&SocketRaw> = s
                 .socket_inodes
                 .iter()
                 .filter_map(|i| table.and_then(|t| t.get(i)))
                 .collect();
-            let prev = self.prev.get(&w.key);
             // Migrations: a new reading gives a rate over the time since the
             // last reading; between readings the last rate carries on.
             let (migrations, migrations_rate) = match (s.migrations_known, prev) {
@@ -128,7 +135,7 @@ impl ProcReader {
                 (false, Some(p)) => (p.migrations, p.migrations_rate),
                 (false, None) => (None, None),
             };
-            ranks.push(build_rank(RankInput {
+            let mut rank = build_rank(RankInput {
                 w: &w,
                 s: &s,
                 cfs_ns,
@@ -137,7 +144,9 @@ impl ProcReader {
                 dt_s,
                 migrations_rate,
                 migrations,
-            }));
+            });
+            rank.cgroup_cpu = cgroup_cpu;
+            ranks.push(rank);
             let tcp = sockets
                 .iter()
                 .filter_map(|r| r.info.clone().map(|i| (r.inode, i)))
@@ -154,6 +163,7 @@ impl ProcReader {
                     migrations,
                     migrations_rate,
                     cfs_ns,
+                    cgroup_usage_ns,
                     tcp,
                 },
             );
@@ -161,4 +171,38 @@ impl ProcReader {
         self.prev = next;
         ranks
     }
+}
+
+/// For a rank throttled in this interval: its cgroup, quota and use. Also
+/// the cgroup's usage reading to keep (only while throttling goes on).
+fn cgroup_cpu(
+    mounts: &CgroupMounts,
+    w: &Watched,
+    cpu_stat: &str,
+    v: crate::sources::cgroup::CgroupVersion,
+    prev: &ProcPrev,
+    cfs_ns: Option<u64>,
+    dt_s: Option<f64>,
+) -> (Option<CgroupCpu>, Option<u64>) {
+    let throttled = matches!((prev.cfs_ns, cfs_ns), (Some(a), Some(b)) if b > a);
+    if !throttled {
+        return (None, None);
+    }
+    let usage = mounts.usage_ns(&w.cgroup, cpu_stat, v);
+    let used_cpus = match (prev.cgroup_usage_ns, usage, dt_s) {
+        (Some(a), Some(b), Some(dt)) => rate(a, b, dt).map(|ns| ns / 1e9),
+        _ => None,
+    };
+    let (path, quota) = match mounts.cpu_dir(&w.cgroup) {
+        Some((dir, v, rel)) => (rel, CgroupMounts::quota_cpus(&dir, v)),
+        None => ("?".into(), None),
+    };
+    (
+        Some(CgroupCpu {
+            path: Text::new(&path),
+            quota_cpus: quota,
+            used_cpus,
+        }),
+        usage,
+    )
 }

@@ -131,6 +131,9 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         sockets: socket_frames,
         threads,
         histograms: Histograms::default(),
+        affinity: s.affinity.clone(),
+        ran_instead: Vec::new(),
+        cgroup_cpu: None,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::SamplerConfig;
 use crate::model::{Event, EventKind, Labels};
-use crate::sources::discovery::{discover_skipping, Watched};
+use crate::sources::discovery::{discover_skipping, Role, Watched};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ pub struct WatchList {
     full_scan_ns: Option<u64>,
     /// Pids found unwatched, not examined again until the next full pass.
     unwatched: HashSet<u32>,
+    /// Of those, the ones this user may not examine (other users').
+    hidden: HashSet<u32>,
     pub error: Option<String>,
 }
 
@@ -63,6 +65,7 @@ impl WatchList {
             .is_none_or(|t| now_ns.saturating_sub(t) >= FULL_DISCOVERY_EVERY.as_nanos() as u64)
         {
             self.unwatched.clear();
+            self.hidden.clear();
             self.full_scan_ns = Some(now_ns);
         }
         // Hinted pids are looked at even if they were seen unwatched before
@@ -81,27 +84,42 @@ impl WatchList {
         skip.extend(self.watched.iter().map(|w| w.key.pid));
         let only = (!due).then_some(&hinted_new[..]);
         match discover_skipping(roots, rule, &skip, only) {
-            Ok((found, unwatched)) => {
-                self.unwatched.extend(unwatched);
+            Ok(f) => {
+                self.unwatched.extend(f.unwatched);
+                self.hidden.extend(f.hidden);
                 self.error = None;
-                for w in &found {
-                    events.push(Event::new(
-                        wall_ns,
-                        EventKind::RankAppeared,
-                        format!(
-                            "{} appeared (pid {}, {})",
-                            label_of(&w.labels, w.key.pid),
-                            w.key.pid,
-                            w.comm
-                        ),
-                    ));
-                }
-                self.watched.extend(found);
+                let new: Vec<u32> = f.watched.iter().map(|w| w.key.pid).collect();
+                self.watched.extend(f.watched);
+                super::identity::assign(&mut self.watched, roots);
                 self.watched
                     .sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));
+                for w in self.watched.iter().filter(|w| new.contains(&w.key.pid)) {
+                    if w.role == Role::Rank {
+                        events.push(Event::new(
+                            wall_ns,
+                            EventKind::RankAppeared,
+                            format!(
+                                "{} appeared (pid {}, {})",
+                                label_of(&w.labels, w.key.pid),
+                                w.key.pid,
+                                w.comm
+                            ),
+                        ));
+                    }
+                }
             }
             Err(e) => self.error = Some(format!("cannot list {}: {e}", roots.proc.display())),
         }
+    }
+
+    /// How many processes were unreadable to this user at the last scan.
+    pub fn hidden(&self) -> usize {
+        self.hidden.len()
+    }
+
+    /// The ranks (not their wrappers, launchers or helpers).
+    pub fn ranks(&self) -> impl Iterator<Item = &Watched> {
+        self.watched.iter().filter(|w| w.role == Role::Rank)
     }
 
     /// Drops processes that exited, with an event each.

@@ -22,6 +22,7 @@ named_enum! {
         Host = "host",
         Gpus = "gpus",
         Verdicts = "verdicts",
+        Findings = "findings",
         Events = "events",
     }
 }
@@ -34,6 +35,7 @@ impl Table {
             Table::Host => "host",
             Table::Gpus => "gpu",
             Table::Verdicts => "verdict",
+            Table::Findings => "finding",
             Table::Events => "event",
         }
     }
@@ -46,6 +48,7 @@ impl Table {
                 "time",
                 "node",
                 "job",
+                "job_id",
                 "rank",
                 "local_rank",
                 "pid",
@@ -67,11 +70,22 @@ impl Table {
                 "pid",
                 "signal",
                 "value",
+                "peak",
                 "peer_median",
                 "ratio",
+                "score",
                 "for_s",
                 "severity",
+                "consequence_of_rank",
+                "consequence_of_signal",
+                "culprit_pid",
+                "culprit_comm",
+                "culprit_share_pct",
                 "message",
+            ],
+            Table::Findings => &[
+                "time_ns", "time", "node", "job", "kind", "ranks", "pids", "for_s", "message",
+                "remedy",
             ],
             Table::Events => &["time_ns", "time", "node", "kind", "message"],
         }
@@ -82,7 +96,7 @@ impl Table {
             Table::Ranks => Sig::in_scope(scope::RANK).collect(),
             Table::Host => Sig::in_scope(scope::HOST).collect(),
             Table::Gpus => Sig::in_scope(scope::GPU).collect(),
-            Table::Verdicts | Table::Events => Vec::new(),
+            Table::Verdicts | Table::Findings | Table::Events => Vec::new(),
         }
     }
 
@@ -138,6 +152,7 @@ fn rows(f: &Frame, table: Table) -> Vec<Map<String, Value>> {
                 let mut m = Map::new();
                 base(&mut m, f.wall_ns);
                 m.insert("job".into(), opt(r.labels.job.as_deref()));
+                m.insert("job_id".into(), opt(r.labels.job_id.as_deref()));
                 m.insert("rank".into(), opt(r.labels.rank));
                 m.insert("local_rank".into(), opt(r.labels.local_rank));
                 m.insert("pid".into(), Value::from(r.key.pid));
@@ -177,14 +192,55 @@ fn rows(f: &Frame, table: Table) -> Vec<Map<String, Value>> {
                 m.insert("pid".into(), Value::from(v.pid));
                 m.insert("signal".into(), Value::from(v.signal.name()));
                 m.insert("value".into(), Value::from(v.value));
+                m.insert("peak".into(), Value::from(v.peak));
                 m.insert("peer_median".into(), Value::from(v.peer_median));
                 m.insert("ratio".into(), Value::from(v.ratio));
+                m.insert("score".into(), Value::from(v.score));
                 m.insert("for_s".into(), Value::from(v.for_s));
                 m.insert(
                     "severity".into(),
                     serde_json::to_value(v.severity).unwrap_or(Value::Null),
                 );
+                let cause = v.consequence_of.as_ref();
+                m.insert(
+                    "consequence_of_rank".into(),
+                    opt(cause.and_then(|c| c.rank)),
+                );
+                m.insert(
+                    "consequence_of_signal".into(),
+                    opt(cause.map(|c| c.signal.name())),
+                );
+                let top = v.culprits.first();
+                m.insert("culprit_pid".into(), opt(top.map(|c| c.pid)));
+                m.insert("culprit_comm".into(), opt(top.map(|c| c.comm.as_str())));
+                m.insert("culprit_share_pct".into(), opt(top.map(|c| c.share_pct)));
                 m.insert("message".into(), Value::from(v.message.as_str()));
+                out.push(m);
+            }
+        }
+        Table::Findings => {
+            for x in &f.findings {
+                let mut m = Map::new();
+                base(&mut m, f.wall_ns);
+                m.insert("job".into(), opt(x.job.as_deref()));
+                m.insert("kind".into(), Value::from(x.kind.name()));
+                let list = |v: Vec<String>| Value::from(v.join(" "));
+                m.insert(
+                    "ranks".into(),
+                    list(
+                        x.ranks
+                            .iter()
+                            .map(|r| r.map_or("-".into(), |r| r.to_string()))
+                            .collect(),
+                    ),
+                );
+                m.insert(
+                    "pids".into(),
+                    list(x.pids.iter().map(|p| p.to_string()).collect()),
+                );
+                m.insert("for_s".into(), Value::from(x.for_s));
+                m.insert("message".into(), Value::from(x.message.as_str()));
+                m.insert("remedy".into(), Value::from(x.remedy.as_str()));
                 out.push(m);
             }
         }

@@ -233,7 +233,24 @@ impl Exporter {
         }
 
         let straggler = Family::<LabelSet, GaugeF>::default();
-        for v in &f.verdicts {
+        let consequence = Family::<LabelSet, GaugeF>::default();
+        for v in f.verdicts.iter().filter(|v| v.is_consequence()) {
+            let c = v.consequence_of.as_ref().expect("a consequence");
+            let mut l = vec![label("node", &f.node)];
+            if let Some(j) = &v.job {
+                l.push(label("job", j));
+            }
+            if let Some(r) = v.rank {
+                l.push(("rank".into(), r.to_string()));
+            }
+            l.push(label("signal", v.signal.name()));
+            if let Some(r) = c.rank {
+                l.push(("cause_rank".into(), r.to_string()));
+            }
+            l.push(label("cause_signal", c.signal.name()));
+            consequence.get_or_create(&l).set(v.score);
+        }
+        for v in f.verdicts.iter().filter(|v| !v.is_consequence()) {
             let mut l = vec![label("node", &f.node)];
             if let Some(j) = &v.job {
                 l.push(label("job", j));
@@ -243,12 +260,17 @@ impl Exporter {
             }
             l.push(("pid".into(), v.pid.to_string()));
             l.push(label("signal", v.signal.name()));
-            straggler.get_or_create(&l).set(v.ratio);
+            straggler.get_or_create(&l).set(v.score);
         }
         reg.register(
             "straggler",
-            "a rank flagged against its peers: value is its ratio to the peers' median",
+            "a rank flagged against its peers (not a consequence of another): value is its score, the excess over the peers' median in units of the rule's floor (critical from 8)",
             straggler,
+        );
+        reg.register(
+            "consequence",
+            "a rank's symptom caused by another rank's verdict (cause_rank, cause_signal): not a straggler",
+            consequence,
         );
 
         let up = Family::<LabelSet, GaugeF>::default();
@@ -347,6 +369,7 @@ mod tests {
                     ..Default::default()
                 }],
                 threads: vec![],
+                ..Default::default()
             });
         }
         f.sources.insert(Source::Procfs, SourceStatus::ok());

@@ -4,7 +4,8 @@
 
 use crate::model::time::rfc3339_ns;
 use crate::model::{
-    Event, EventKind, FlowFrame, Frame, GpuStatus, Signals, Sources, StepTimes, Text, Verdict,
+    CgroupCpu, Event, EventKind, Finding, FlowFrame, Frame, GpuStatus, RanInstead, Signals,
+    Sources, StepTimes, Text, Verdict,
 };
 use serde::Serialize;
 
@@ -24,6 +25,7 @@ pub struct Snapshot<'a> {
     pub host: Host<'a>,
     pub netns: Vec<Netns<'a>>,
     pub verdicts: &'a [Verdict],
+    pub findings: &'a [Finding],
     pub job_step_ms: &'a StepTimes,
     pub flows: &'a [FlowFrame],
     pub events: Vec<SnapshotEvent<'a>>,
@@ -37,12 +39,17 @@ pub struct Rank<'a> {
     pub start_time: u64,
     pub comm: &'a Text,
     pub job: Option<&'a Text>,
+    pub job_id: Option<&'a Text>,
+    pub slurm_job_id: Option<&'a Text>,
     pub pod_uid: Option<&'a Text>,
     pub container_id: Option<&'a Text>,
     pub gpu: Option<u32>,
     pub state: &'a Text,
     pub signals: &'a Signals,
     pub sockets: Vec<Socket<'a>>,
+    pub affinity: &'a [(u32, u32)],
+    pub ran_instead: &'a [RanInstead],
+    pub cgroup_cpu: Option<&'a CgroupCpu>,
 }
 
 #[derive(Serialize)]
@@ -116,6 +123,8 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
                 start_time: r.key.start_time,
                 comm: &r.comm,
                 job: r.labels.job.as_ref(),
+                job_id: r.labels.job_id.as_ref(),
+                slurm_job_id: r.labels.slurm_job_id.as_ref(),
                 pod_uid: r.labels.pod_uid.as_ref(),
                 container_id: r.labels.container_id.as_ref(),
                 gpu: r.gpu,
@@ -135,6 +144,9 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
                         signals: &s.signals,
                     })
                     .collect(),
+                affinity: &r.affinity,
+                ran_instead: &r.ran_instead,
+                cgroup_cpu: r.cgroup_cpu.as_ref(),
             })
             .collect(),
         gpus: f
@@ -173,6 +185,7 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
             })
             .collect(),
         verdicts: &f.verdicts,
+        findings: &f.findings,
         job_step_ms: &f.job_step_ms,
         flows: &f.flows,
         events: f.events.iter().map(snapshot_event).collect(),

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CgroupMounts {
     pub v1_cpu: Option<PathBuf>,
+    /// The v1 cpuacct hierarchy (often the same mount as cpu).
+    pub v1_cpuacct: Option<PathBuf>,
     pub v2: Option<PathBuf>,
 }
 
@@ -20,6 +22,9 @@ impl CgroupMounts {
             .unwrap_or_default();
         let mut m = Self::parse(&text);
         m.v1_cpu = m.v1_cpu.map(|p| roots.host_path(p.to_str().unwrap_or("/")));
+        m.v1_cpuacct = m
+            .v1_cpuacct
+            .map(|p| roots.host_path(p.to_str().unwrap_or("/")));
         m.v2 = m.v2.map(|p| roots.host_path(p.to_str().unwrap_or("/")));
         m
     }
@@ -36,13 +41,75 @@ impl CgroupMounts {
             let options = post.nth(1).unwrap_or("");
             match fstype {
                 "cgroup2" if m.v2.is_none() => m.v2 = Some(PathBuf::from(mount_point)),
-                "cgroup" if m.v1_cpu.is_none() && options.split(',').any(|o| o == "cpu") => {
-                    m.v1_cpu = Some(PathBuf::from(mount_point))
+                "cgroup" => {
+                    let has = |c: &str| options.split(',').any(|o| o == c);
+                    if m.v1_cpu.is_none() && has("cpu") {
+                        m.v1_cpu = Some(PathBuf::from(mount_point));
+                    }
+                    if m.v1_cpuacct.is_none() && has("cpuacct") {
+                        m.v1_cpuacct = Some(PathBuf::from(mount_point));
+                    }
                 }
                 _ => {}
             }
         }
         m
+    }
+
+    /// The process's cgroup directory of the cpu controller and its
+    /// version (v1 preferred on hybrid hosts), and its path in the hierarchy.
+    pub fn cpu_dir(&self, cgroup: &str) -> Option<(PathBuf, CgroupVersion, String)> {
+        let (stat, v) = self.cpu_stat_path(cgroup)?;
+        let dir = stat.parent()?.to_path_buf();
+        let rel = match v {
+            CgroupVersion::V1 => cgroup
+                .lines()
+                .find(|l| {
+                    l.split(':')
+                        .nth(1)
+                        .is_some_and(|c| c.split(',').any(|c| c == "cpu"))
+                })
+                .and_then(|l| l.splitn(3, ':').nth(2)),
+            CgroupVersion::V2 => cgroup.lines().find_map(|l| l.strip_prefix("0::")),
+        }
+        .unwrap_or("/")
+        .to_string();
+        Some((dir, v, rel))
+    }
+
+    /// The quota in CPUs of a cpu cgroup directory (None: no quota).
+    pub fn quota_cpus(dir: &std::path::Path, v: CgroupVersion) -> Option<f64> {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        match v {
+            CgroupVersion::V2 => parse_cpu_max(&read("cpu.max")?),
+            CgroupVersion::V1 => {
+                let q: i64 = read("cpu.cfs_quota_us")?.trim().parse().ok()?;
+                let p: i64 = read("cpu.cfs_period_us")?.trim().parse().ok()?;
+                (q > 0 && p > 0).then(|| q as f64 / p as f64)
+            }
+        }
+    }
+
+    /// CPU time used by a cgroup, in ns (v2 from cpu.stat, v1 from cpuacct).
+    pub fn usage_ns(&self, cgroup: &str, cpu_stat: &str, v: CgroupVersion) -> Option<u64> {
+        match v {
+            CgroupVersion::V2 => field(cpu_stat, "usage_usec").map(|u| u * 1000),
+            CgroupVersion::V1 => {
+                let root = self.v1_cpuacct.as_ref()?;
+                let rel = cgroup.lines().find_map(|l| {
+                    let mut p = l.splitn(3, ':');
+                    let (_, c, path) = (p.next()?, p.next()?, p.next()?);
+                    c.split(',').any(|c| c == "cpuacct").then_some(path)
+                })?;
+                std::fs::read_to_string(
+                    root.join(rel.trim_start_matches('/')).join("cpuacct.usage"),
+                )
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+            }
+        }
     }
 
     /// The cpu.stat file for a process, given its /proc/<pid>/cgroup text.
@@ -71,6 +138,21 @@ impl CgroupMounts {
 pub enum CgroupVersion {
     V1,
     V2,
+}
+
+/// v2's `cpu.max`: `QUOTA PERIOD` or `max PERIOD`.
+pub fn parse_cpu_max(text: &str) -> Option<f64> {
+    let mut it = text.split_whitespace();
+    let q: f64 = it.next()?.parse().ok()?;
+    let p: f64 = it.next()?.parse().ok()?;
+    (q > 0.0 && p > 0.0).then_some(q / p)
+}
+
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
 }
 
 /// Throttled time in nanoseconds from a cpu.stat file's text.
@@ -118,6 +200,19 @@ mod tests {
             )
         );
         assert_eq!(m.cpu_stat_path(""), None);
+    }
+
+    #[test]
+    fn quota_and_usage() {
+        assert_eq!(parse_cpu_max("5000 100000\n"), Some(0.05));
+        assert_eq!(parse_cpu_max("max 100000\n"), None);
+        let m = CgroupMounts::parse(include_str!("../../tests/fixtures/proc/mountinfo"));
+        assert!(m.v1_cpuacct.is_some(), "cpu,cpuacct co-mounted here");
+        let v2 = "usage_usec 1500\nthrottled_usec 7\n";
+        assert_eq!(
+            m.usage_ns("0::/x\n", v2, CgroupVersion::V2),
+            Some(1_500_000)
+        );
     }
 
     #[test]

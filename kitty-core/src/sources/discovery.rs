@@ -3,7 +3,7 @@
 //! kitty itself. Refreshed every few seconds by the sampler.
 
 use super::labels::{filter_environ, labels_from};
-use super::process::read_start_time;
+use super::process::read_identity;
 use super::Roots;
 use crate::model::{Labels, ProcKey, Text};
 use std::collections::HashSet;
@@ -39,7 +39,12 @@ impl WatchRule {
 pub struct Watched {
     pub key: ProcKey,
     pub comm: Text,
+    pub ppid: u32,
     pub labels: Labels,
+    /// The communication settings of its environment (allow-listed keys).
+    pub nccl: Vec<(String, String)>,
+    /// Whether it is a rank, or a wrapper, launcher or helper of one.
+    pub role: Role,
     /// /proc/<pid>/cgroup and the network namespace, refreshed with each
     /// discovery rather than read every tick.
     pub cgroup: String,
@@ -59,6 +64,17 @@ impl Watched {
     }
 }
 
+/// What a watched process is to its job (see `sampler::identity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    #[default]
+    Rank,
+    /// A wrapper (`timeout`, a shell) or launcher of a rank: not a rank.
+    Launcher,
+    /// Forked by a rank (a data-loader worker): not a rank.
+    Helper,
+}
+
 /// Seconds a process must have run before "not watched" is remembered.
 const SETTLED_S: f64 = 5.0;
 
@@ -66,30 +82,41 @@ const SETTLED_S: f64 = 5.0;
 fn settled(dir: &std::path::Path, uptime: Option<f64>) -> bool {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    match (read_start_time(dir), uptime) {
-        (Some((start, _)), Some(up)) => up - start as f64 / hz > SETTLED_S,
+    match (read_identity(dir), uptime) {
+        (Some(id), Some(up)) => up - id.start_time as f64 / hz > SETTLED_S,
         _ => false,
     }
 }
 
+/// What one discovery pass found.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub watched: Vec<Watched>,
+    /// Pids examined and found unwatched.
+    pub unwatched: Vec<u32>,
+    /// Of those, the ones whose environment this user may not read (other
+    /// users' processes, without root): they could be ranks kitty cannot see.
+    pub hidden: Vec<u32>,
+}
+
 /// Lists the watched processes under the proc root.
 pub fn discover(roots: &Roots, rule: &WatchRule) -> std::io::Result<Vec<Watched>> {
-    discover_skipping(roots, rule, &HashSet::new(), None).map(|(w, _)| w)
+    discover_skipping(roots, rule, &HashSet::new(), None).map(|f| f.watched)
 }
 
 /// Like [`discover`], but does not look again at `skip` (pids already found
 /// unwatched, or already watched: a process's environment is fixed at exec),
-/// and with `only`, looks at those pids alone. Returns the watched processes
-/// and the pids examined and found unwatched.
+/// and with `only`, looks at those pids alone.
 pub fn discover_skipping(
     roots: &Roots,
     rule: &WatchRule,
     skip: &HashSet<u32>,
     only: Option<&[u32]>,
-) -> std::io::Result<(Vec<Watched>, Vec<u32>)> {
+) -> std::io::Result<Found> {
     let me = std::process::id();
     let mut out = Vec::new();
     let mut unwatched = Vec::new();
+    let mut hidden = Vec::new();
     let uptime = std::fs::read_to_string(roots.proc.join("uptime"))
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok());
@@ -111,7 +138,19 @@ pub fn discover_skipping(
         let env = match read_environ(&dir) {
             Ok(blob) => filter_environ(&blob, &rule.key),
             Err(_) if explicit => Vec::new(),
-            Err(_) => {
+            Err(e) => {
+                // Another user's process (not a kernel thread or a zombie,
+                // whose command lines are empty). A process of our own user
+                // that refuses us (non-dumpable, an init of the sandbox) is
+                // not "another user's".
+                let user_process =
+                    || std::fs::read(dir.join("cmdline")).is_ok_and(|c| !c.is_empty());
+                if e.kind() == std::io::ErrorKind::PermissionDenied
+                    && other_owner(&dir)
+                    && user_process()
+                {
+                    hidden.push(pid);
+                }
                 unwatched.push(pid);
                 continue;
             }
@@ -125,22 +164,45 @@ pub fn discover_skipping(
             }
             continue;
         }
-        let Some((start_time, comm)) = read_start_time(&dir) else {
+        let Some(id) = read_identity(&dir) else {
             continue;
         };
         let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
         let labels = labels_from(&env, &cgroup);
         let netns = super::process::read_netns(&dir);
+        let nccl = env
+            .iter()
+            .filter(|(k, _)| super::nccl_env::KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
         out.push(Watched {
-            key: ProcKey { pid, start_time },
-            comm: Text::new(&comm),
+            key: ProcKey {
+                pid,
+                start_time: id.start_time,
+            },
+            comm: Text::new(&id.comm),
+            ppid: id.ppid,
+            nccl,
+            role: Role::Rank,
             labels,
             cgroup,
             netns,
         });
     }
     out.sort_by_key(|w| (w.labels.job.clone(), w.labels.rank, w.key.pid));
-    Ok((out, unwatched))
+    Ok(Found {
+        watched: out,
+        unwatched,
+        hidden,
+    })
+}
+
+/// Is the process owned by a user other than ours?
+fn other_owner(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(dir).is_ok_and(|m| m.uid() != me)
 }
 
 /// The environment, at most 1 MiB of it (the listed keys come first in
@@ -214,13 +276,14 @@ mod tests {
             .unwrap();
         // Let both finish exec: before it, /proc shows the parent's environment.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let (found, unwatched) = discover_skipping(
+        let f = discover_skipping(
             &Roots::default(),
             &WatchRule::default(),
             &HashSet::new(),
             None,
         )
         .unwrap();
+        let (found, unwatched) = (f.watched, f.unwatched);
         assert!(
             !unwatched.contains(&plain.id()),
             "a young process is not remembered"
@@ -237,15 +300,17 @@ mod tests {
         );
         assert!(found.iter().any(|w| w.key.pid == marked.id()));
         let skip: HashSet<u32> = [marked.id()].into();
-        let (found, _) =
-            discover_skipping(&Roots::default(), &WatchRule::default(), &skip, None).unwrap();
-        let (only, _) = discover_skipping(
+        let found = discover_skipping(&Roots::default(), &WatchRule::default(), &skip, None)
+            .unwrap()
+            .watched;
+        let only = discover_skipping(
             &Roots::default(),
             &WatchRule::default(),
             &HashSet::new(),
             Some(&[marked.id()]),
         )
-        .unwrap();
+        .unwrap()
+        .watched;
         assert_eq!(only.len(), 1, "`only` looks at the listed pids alone");
         let _ = (marked.kill(), plain.kill(), marked.wait(), plain.wait());
         assert!(

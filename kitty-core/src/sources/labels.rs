@@ -14,6 +14,17 @@ pub const WORLD_SIZE_KEYS: &[&str] = &[
 ];
 pub const JOB_KEYS: &[&str] = &["JOB_NAME", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"];
 
+/// What identifies one launch of a job, strongest first.
+pub const JOB_ID_KEYS: &[&str] = &[
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
 /// The environment keys kitty may read; everything else is dropped unread.
 pub fn wanted_key(key: &str, watch_key: &str) -> bool {
     key == watch_key
@@ -21,6 +32,32 @@ pub fn wanted_key(key: &str, watch_key: &str) -> bool {
         || LOCAL_RANK_KEYS.contains(&key)
         || WORLD_SIZE_KEYS.contains(&key)
         || JOB_KEYS.contains(&key)
+        || JOB_ID_KEYS.contains(&key)
+        || crate::sources::nccl_env::KEYS.contains(&key)
+}
+
+/// The launch's identity from the environment, when a launcher put one there.
+fn job_id(env: &[(String, String)]) -> Option<String> {
+    let get = |k: &str| first(env, &[k]).filter(|v| !v.trim().is_empty());
+    if let Some(id) = get("TORCHELASTIC_RUN_ID") {
+        return Some(format!("torchelastic:{id}"));
+    }
+    if let Some(job) = get("SLURM_JOB_ID") {
+        return Some(match get("SLURM_STEP_ID") {
+            Some(step) => format!("slurm:{job}.{step}"),
+            None => format!("slurm:{job}"),
+        });
+    }
+    if let Some(ns) = get("PMIX_NAMESPACE") {
+        return Some(format!("pmix:{ns}"));
+    }
+    if let Some(id) = get("OMPI_MCA_ess_base_jobid") {
+        return Some(format!("ompi:{id}"));
+    }
+    match (get("MASTER_ADDR"), get("MASTER_PORT")) {
+        (Some(a), Some(p)) => Some(format!("master:{a}:{p}")),
+        _ => None,
+    }
 }
 
 /// Parses a NUL-separated environ blob, keeping only wanted keys.
@@ -50,6 +87,8 @@ pub fn labels_from(env: &[(String, String)], cgroup: &str) -> Labels {
         local_rank: first(env, LOCAL_RANK_KEYS).and_then(|v| v.trim().parse().ok()),
         world_size: first(env, WORLD_SIZE_KEYS).and_then(|v| v.trim().parse().ok()),
         job: first(env, JOB_KEYS).map(Text::new),
+        job_id: job_id(env).as_deref().map(Text::new),
+        slurm_job_id: first(env, &["SLURM_JOB_ID"]).map(Text::new),
         ..Default::default()
     };
     let c = container_from_cgroup(cgroup);
@@ -134,6 +173,24 @@ mod tests {
             (l.rank, l.local_rank, l.job.as_deref()),
             (Some(3), Some(1), Some("gpt"))
         );
+    }
+
+    #[test]
+    fn launches_are_told_apart_by_their_launcher_ids() {
+        let id = |blob: &[u8]| labels_from(&filter_environ(blob, "KITTY_WATCH"), "").job_id;
+        assert_eq!(
+            id(b"JOB_NAME=a\0MASTER_ADDR=10.0.0.1\0MASTER_PORT=29500\0").as_deref(),
+            Some("master:10.0.0.1:29500")
+        );
+        assert_eq!(
+            id(b"SLURM_JOB_ID=77\0SLURM_STEP_ID=2\0MASTER_PORT=1\0").as_deref(),
+            Some("slurm:77.2")
+        );
+        assert_eq!(
+            id(b"TORCHELASTIC_RUN_ID=r1\0SLURM_JOB_ID=77\0").as_deref(),
+            Some("torchelastic:r1")
+        );
+        assert_eq!(id(b"JOB_NAME=a\0").as_deref(), None);
     }
 
     #[test]

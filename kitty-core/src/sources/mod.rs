@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod discovery;
 pub mod host;
 pub mod labels;
+pub mod nccl_env;
 pub mod netstat;
 pub mod nvml;
 pub mod process;

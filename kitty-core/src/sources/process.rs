@@ -22,6 +22,8 @@ pub struct ProcSample {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub affinity_cpus: Option<u32>,
+    /// Cpus_allowed_list as inclusive ranges.
+    pub affinity: Vec<(u32, u32)>,
     pub io_read_bytes: Option<u64>,
     pub io_write_bytes: Option<u64>,
     /// Sums over all threads: the leader's own files only describe the leader.
@@ -80,10 +82,23 @@ fn classify(e: procfs::ProcError) -> ReadError {
     }
 }
 
-/// Reads the start time only (cheap identity check for discovery).
-pub fn read_start_time(dir: &Path) -> Option<(u64, String)> {
+/// What identifies a process: its start time (with the pid), its name and
+/// its parent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    pub start_time: u64,
+    pub comm: String,
+    pub ppid: u32,
+}
+
+/// Reads a process's identity only (a cheap check for discovery).
+pub fn read_identity(dir: &Path) -> Option<Identity> {
     let stat = Stat::from_file(dir.join("stat")).ok()?;
-    Some((stat.starttime, stat.comm))
+    Some(Identity {
+        start_time: stat.starttime,
+        comm: stat.comm,
+        ppid: stat.ppid.max(0) as u32,
+    })
 }
 
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
@@ -105,6 +120,7 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         ctx_voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
         ctx_involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
         affinity_cpus: status.cpus_allowed_list.as_deref().map(count_cpus),
+        affinity: status.cpus_allowed_list.clone().unwrap_or_default(),
         io_read_bytes: io.as_ref().map(|i| i.read_bytes),
         io_write_bytes: io.as_ref().map(|i| i.write_bytes),
         ..Default::default()

@@ -54,7 +54,10 @@ struct sock {
 struct tcp_rack { __u64 mstamp; __u32 rtt_us; } PRESERVE;
 struct tcp_sock { struct tcp_rack rack; __u32 srtt_us; } PRESERVE;
 
+struct thread_info { u32 cpu; } PRESERVE;
+
 struct task_struct {
+	struct thread_info thread_info;
 	unsigned int __state;
 	int pid;
 	int tgid;

@@ -1,8 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Run-queue latency of the watched processes: the time from a thread
- * becoming runnable (woken, or preempted while still runnable) to it running.
- * Only watched tgids are timed; the user side keeps the filter in step with
- * discovery. One histogram per tgid. */
+/* Run-queue latency of the watched processes, and who ran instead.
+ *
+ * Latency: the time from a thread becoming runnable (woken, or preempted
+ * while still runnable) to it running. Only watched tgids are timed; the
+ * user side keeps the filter in step with discovery. One histogram per tgid.
+ *
+ * Who ran instead: while a watched thread waits in a CPU's queue, every
+ * switch on that CPU is recorded (when, and which task got the CPU) in the
+ * CPU's small ring. When the watched thread finally runs, its wait is split
+ * among the tasks that held that CPU meanwhile and charged to them, per
+ * (rank, task), in the kernel. A CPU with no watched thread waiting only
+ * notes its current task (one store). */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -16,6 +24,8 @@ char LICENSE[] SEC("license") = "GPL";
  * slot mark it COLLIDED, and `watched` (a hash) decides for that slot. */
 #define WATCH_SLOTS (1 << 18)
 #define COLLIDED 0xffffffff
+#define MAX_CPUS 1024
+#define RING 16 /* a power of two */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -31,13 +41,69 @@ struct {
 	__type(value, u8);
 } watched SEC(".maps");
 
-/* When each thread became runnable: per-task storage, no lookup by tid. */
+/* Per thread: when it became runnable, and the CPU whose queue counts it. */
+struct wait {
+	u64 since;
+	u32 cpu;
+	u32 counted;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, u64);
-} enqueued SEC(".maps");
+	__type(value, struct wait);
+} waits SEC(".maps");
+
+/* A switch on a CPU: at `ts`, `tgid` got the CPU. */
+struct rec {
+	u64 ts;
+	u32 tgid;
+	u32 _pad;
+};
+
+/* Per CPU: watched threads waiting in its queue, the task on it now, and
+ * the switches recorded while someone waited. */
+struct cpu_queue {
+	u32 waiting;
+	u32 current;
+	u32 head;
+	u32 _pad;
+	struct rec rec[RING];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct cpu_queue);
+} queues SEC(".maps");
+
+struct culprit_key {
+	u32 rank;    /* the waiting rank's tgid */
+	u32 tgid;    /* the task that ran instead (0: the CPU was idle) */
+};
+
+struct culprit {
+	u64 wait_ns;
+	u32 cpu;     /* where the last such wait was */
+	u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct culprit_key);
+	__type(value, struct culprit);
+} culprits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);   /* tgid */
+	__type(value, struct hist);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} runq_hist SEC(".maps");
 
 static __always_inline bool is_watched(u32 tgid)
 {
@@ -50,21 +116,54 @@ static __always_inline bool is_watched(u32 tgid)
 	return *v == tgid;
 }
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, u32);   /* tgid */
-	__type(value, struct hist);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-} runq_hist SEC(".maps");
+static __always_inline u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	return bpf_get_smp_processor_id();
+}
+
+static __always_inline struct cpu_queue *queue_of(u32 cpu)
+{
+	if (cpu >= MAX_CPUS)
+		return NULL;
+	return bpf_map_lookup_elem(&queues, &cpu);
+}
+
+/* Records a switch. Two CPUs may race for one slot (a wakeup on another
+ * CPU noting the first waiter): a lost record only blurs a share. */
+static __always_inline void push(struct cpu_queue *q, u64 ts, u32 tgid)
+{
+	u32 h = q->head;
+	q->head = h + 1;
+	u32 i = h & (RING - 1);
+	q->rec[i].ts = ts;
+	q->rec[i].tgid = tgid;
+}
 
 static __always_inline void mark_runnable(struct task_struct *p)
 {
 	if (!is_watched(p->tgid))
 		return;
-	u64 *ts = bpf_task_storage_get(&enqueued, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (ts)
-		*ts = bpf_ktime_get_ns();
+	struct wait *w = bpf_task_storage_get(&waits, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w)
+		return;
+	u64 now = bpf_ktime_get_ns();
+	w->since = now;
+	if (w->counted)
+		return;
+	u32 cpu = task_cpu(p);
+	struct cpu_queue *q = queue_of(cpu);
+	if (!q)
+		return;
+	/* The first waiter notes who holds the CPU as the wait begins (two
+	 * first waiters at once just note it twice). */
+	u32 before = q->waiting;
+	__sync_fetch_and_add(&q->waiting, 1);
+	if (before == 0)
+		push(q, now, q->current);
+	w->cpu = cpu;
+	w->counted = 1;
 }
 
 static __always_inline long task_state(struct task_struct *p)
@@ -72,6 +171,51 @@ static __always_inline long task_state(struct task_struct *p)
 	if (bpf_core_field_exists(p->__state))
 		return p->__state;
 	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+}
+
+static __always_inline void charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
+{
+	if (!ns)
+		return;
+	struct culprit_key k = { .rank = rank, .tgid = tgid };
+	struct culprit *c = bpf_map_lookup_elem(&culprits, &k);
+	if (!c) {
+		struct culprit zero = {};
+		bpf_map_update_elem(&culprits, &k, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&culprits, &k);
+		if (!c)
+			return;
+	}
+	__sync_fetch_and_add(&c->wait_ns, ns);
+	c->cpu = cpu;
+}
+
+/* Splits [since, now) on the waiting thread's queue among the tasks that got
+ * that CPU meanwhile: newest record first, each owning the time until the
+ * next switch. Consecutive records of one task are charged once. */
+static __always_inline void split_wait(u32 rank, struct cpu_queue *q, u32 cpu, u64 since, u64 now)
+{
+	u32 head = q->head;
+	u64 end = now;
+	u32 owner = 0;
+	u64 owned = 0;
+	for (int k = 0; k < RING; k++) {
+		struct rec *r = &q->rec[(head - 1 - k) & (RING - 1)];
+		u64 ts = r->ts;
+		u64 start = ts > since ? ts : since;
+		if (end > start) {
+			if (r->tgid != owner) {
+				charge(rank, owner, owned, cpu);
+				owner = r->tgid;
+				owned = 0;
+			}
+			owned += end - start;
+		}
+		if (ts <= since)
+			break;
+		end = ts;
+	}
+	charge(rank, owner, owned, cpu);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -96,13 +240,29 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 		mark_runnable(prev);
 
 	u32 tgid = next->tgid;
+	struct cpu_queue *q = queue_of(bpf_get_smp_processor_id());
+	if (q) {
+		q->current = tgid;
+		if (q->waiting)
+			push(q, bpf_ktime_get_ns(), tgid);
+	}
 	if (!is_watched(tgid))
 		return 0;
-	u64 *since = bpf_task_storage_get(&enqueued, next, 0, 0);
-	if (!since || !*since)
+	struct wait *w = bpf_task_storage_get(&waits, next, 0, 0);
+	if (!w || !w->since)
 		return 0;
-	u64 delta_us = (bpf_ktime_get_ns() - *since) / 1000;
-	*since = 0;
+	u64 now = bpf_ktime_get_ns();
+	u64 since = w->since;
+	w->since = 0;
+	if (w->counted) {
+		w->counted = 0;
+		struct cpu_queue *wq = queue_of(w->cpu);
+		if (wq) {
+			__sync_fetch_and_add(&wq->waiting, -1);
+			split_wait(tgid, wq, w->cpu, since, now);
+		}
+	}
+	u64 delta_us = (now - since) / 1000;
 	struct hist *h = bpf_map_lookup_elem(&runq_hist, &tgid);
 	if (!h) {
 		static const struct hist zero = {};
@@ -112,5 +272,21 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 			return 0;
 	}
 	hist_add(h, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
+	return 0;
+}
+
+/* A watched thread that exits while counted in a queue leaves it. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(runq_exit, struct task_struct *p)
+{
+	if (!is_watched(p->tgid))
+		return 0;
+	struct wait *w = bpf_task_storage_get(&waits, p, 0, 0);
+	if (!w || !w->counted)
+		return 0;
+	w->counted = 0;
+	struct cpu_queue *q = queue_of(w->cpu);
+	if (q)
+		__sync_fetch_and_add(&q->waiting, -1);
 	return 0;
 }

@@ -14,7 +14,7 @@ pub fn run(a: DemoCmd) -> Result<i32> {
         DemoError::Ranks | DemoError::NeedsRoot | DemoError::NoLab => UsageError::new(e).into(),
         e => color_eyre::eyre::Report::from(e),
     })?;
-    let mut p = pipeline::build(&a.sampling.node, &cfg);
+    let mut p = pipeline::build(&a.sampling, &cfg);
     p.push(Box::new(job.step_times()));
     let code = match a.headless {
         Some(d) => super::snapshot::run_with(cfg, p, d),

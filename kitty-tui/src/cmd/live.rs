@@ -34,6 +34,6 @@ pub fn recorder(
 pub fn run(a: LiveArgs) -> Result<i32> {
     let cfg = pipeline::sampler_config(&a.sampling)?;
     let rec = recorder(a.record.as_deref(), a.force, &cfg)?;
-    let p = pipeline::build(&a.sampling.node, &cfg);
+    let p = pipeline::build(&a.sampling, &cfg);
     Ok(crate::tui::run_live(cfg, p, rec)?)
 }

@@ -26,7 +26,7 @@ pub fn run(a: RecordArgs) -> Result<i32> {
         target.describe(),
         &Header::now(&cfg.node, cfg.interval),
     )?;
-    let pipeline = pipeline::build(&a.sampling.node, &cfg);
+    let pipeline = pipeline::build(&a.sampling, &cfg);
     let stop = stop_flag();
     let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
     let end = frames.drive(&stop, a.duration, |f| {

@@ -44,7 +44,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     eprintln!("kitty-tui: serving /metrics, /healthz and /api/snapshot on http://{listen}");
     let shared = Arc::new(RwLock::new(Rendered::default()));
     let stop = super::stop_flag();
-    let p = pipeline::build(&a.sampling.node, &cfg);
+    let p = pipeline::build(&a.sampling, &cfg);
     let (mut engine, frames) = Engine::start(cfg, p, Delivery::Lossless);
     let sink = shared.clone();
     let exporter = ExporterConfig {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub fn run(a: SnapshotArgs) -> Result<i32> {
     let cfg = pipeline::sampler_config(&a.sampling)?;
     at_least_one_interval("the duration", a.duration, cfg.interval)?;
-    let p = pipeline::build(&a.sampling.node, &cfg);
+    let p = pipeline::build(&a.sampling, &cfg);
     run_with(cfg, p, a.duration)
 }
 

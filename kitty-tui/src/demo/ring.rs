@@ -42,7 +42,13 @@ pub fn rank_command(exe: &Path, rank: usize, ports: &[u16], job: &str) -> Comman
     .env("RANK", rank.to_string())
     .env("LOCAL_RANK", rank.to_string())
     .env("WORLD_SIZE", world.to_string())
-    .env("JOB_NAME", job);
+    .env("JOB_NAME", job)
+    // What torchrun sets: the rendezvous address tells launches apart.
+    .env("MASTER_ADDR", "127.0.0.1")
+    .env(
+        "MASTER_PORT",
+        ports.first().copied().unwrap_or(0).to_string(),
+    );
     cmd
 }
 

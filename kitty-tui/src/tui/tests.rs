@@ -62,6 +62,7 @@ fn rank(i: u32, run_delay: f64) -> RankFrame {
             run_delay_ms_per_s: run_delay,
             cpu_pct: 10.0,
         }],
+        ..Default::default()
     }
 }
 
@@ -113,6 +114,11 @@ fn frame(t: u64, straggler: bool, nranks: u32) -> Frame {
             ratio: (100.0 + t as f64 * 4.0) / 0.6,
             for_s: (t - 2) as f64 * 0.5,
             severity: Severity::Critical,
+            peak: 100.0 + t as f64 * 4.0,
+            score: (100.0 + t as f64 * 4.0 - 0.6) / 25.0,
+            consequence_of: None,
+            culprits: vec![],
+            detail: None,
             message: format!(
                 "rank 2: run-queue delay {:.0} ms/s vs peers 0.60 ms/s ({:.0}x) for {} s",
                 100.0 + t as f64 * 4.0,
@@ -149,6 +155,12 @@ fn app_with(frames: impl IntoIterator<Item = Frame>) -> App {
     app
 }
 
+/// Selects the row of a process, wherever the sort put it.
+fn select_pid(app: &mut App, pid: u32) {
+    let row = app.rows().iter().position(|r| r.key.pid == pid).unwrap();
+    app.select(row);
+}
+
 fn render(app: &App, w: u16, h: u16) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
     term.draw(|f| draw(f, app)).unwrap();
@@ -172,7 +184,7 @@ fn main_view_healthy() {
 #[test]
 fn main_view_with_straggler_highlights_the_cell() {
     let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
-    app.select(2);
+    select_pid(&mut app, 4002);
     let text = render(&app, 160, 45);
     assert!(text.contains("rank 2: run-queue delay"));
     insta::assert_snapshot!(text);
@@ -202,7 +214,7 @@ fn main_view_with_straggler_highlights_the_cell() {
 #[test]
 fn rank_detail() {
     let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
-    app.select(2);
+    select_pid(&mut app, 4002);
     app.show(View::Detail);
     insta::assert_snapshot!(render(&app, 160, 45));
 }
@@ -349,6 +361,11 @@ fn gpu_frame(t: u64) -> Frame {
             ratio: 100.0,
             for_s: 1.0,
             severity: Severity::Critical,
+            peak: 1.0,
+            score: 10.0,
+            consequence_of: None,
+            culprits: vec![],
+            detail: None,
             message: "rank 2: GPU throttled while its peers are not, for 1 s".into(),
         });
     }
@@ -478,7 +495,7 @@ fn detail_shows_the_run_queue_histogram() {
         );
     }
     let mut app = app_with(frames);
-    app.select(2);
+    select_pid(&mut app, 4002);
     app.show(View::Detail);
     let text = render(&app, 160, 45);
     assert!(text.contains("run-queue latency, this tick"), "{text}");
@@ -498,4 +515,55 @@ fn a_view_slower_than_the_sampler_reports_its_skips() {
     assert!(app.events().any(|e| e.kind == EventKind::FramesSkipped));
     let text = render(&app, 160, 45);
     assert!(text.contains("the view skipped 2 frame(s)"), "{text}");
+}
+
+#[test]
+fn hostile_names_are_drawn_as_visible_escapes() {
+    let mut frames: Vec<Frame> = (0..4).map(|t| frame(t, true, 4)).collect();
+    for f in &mut frames {
+        f.ranks[0].comm = Text::new("\x1b]0;PWNED\x07");
+        f.ranks[1].labels.job = Some(Text::new("evil\r\x1b[2J\u{9b}31m"));
+        f.ranks[2].threads[0].comm = Text::new("\x1b]52;c;eA==\x07");
+    }
+    let mut app = app_with(frames);
+    for view in [View::Main, View::Detail, View::Events] {
+        app.show(view);
+        for sel in 0..3 {
+            app.select(sel);
+            let text = render(&app, 160, 45);
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n'),
+                "a raw control character in {view:?}"
+            );
+        }
+    }
+    app.show(View::Main);
+    select_pid(&mut app, 4000);
+    assert!(render(&app, 160, 45).contains("\\e]0;PWNED\\x07"));
+}
+
+#[test]
+fn findings_have_their_own_pane_with_the_remedy() {
+    use kitty_core::model::{Finding, FindingKind};
+    let app = app_with((0..8).map(|t| {
+        let mut f = frame(t, false, 4);
+        f.findings.push(Finding {
+            kind: FindingKind::AffinityAsymmetry,
+            job: Some("train".into()),
+            pids: vec![4003],
+            ranks: vec![Some(3)],
+            message: "rank 3 is unpinned (may run on all 8 CPUs) while its peers may run on 1 each"
+                .into(),
+            remedy: "pin every rank the same way".into(),
+            for_s: 12.0,
+        });
+        f
+    }));
+    let text = render(&app, 160, 45);
+    assert!(text.contains(" findings (steady window"), "{text}");
+    assert!(text.contains("rank 3 is unpinned"), "{text}");
+    assert!(text.contains("→ pin every rank the same way"), "{text}");
+    // No verdict: a finding is not a straggler.
+    assert!(!text.contains("rank 3: "), "{text}");
+    insta::assert_snapshot!(text);
 }

@@ -39,6 +39,10 @@ impl Procs {
 impl Drop for Procs {
     fn drop(&mut self) {
         for c in &mut self.0 {
+            // A child started as its own process group takes its
+            // descendants with it (a wrapper's rank outlives `timeout`).
+            // SAFETY: a signal to a group we created; ESRCH when it is not one.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
             let _ = c.kill();
         }
         for c in &mut self.0 {
@@ -416,4 +420,83 @@ pub fn wait_established(pids: &[u32]) {
 /// accrued): a measurement window, not a wait for something to be ready.
 pub fn phase(secs: f64) {
     std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+}
+
+/// A tmux session running one command, for driving the real TUI.
+pub struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    pub fn start(cmd: &str, w: u16, h: u16) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            skip("tmux is not installed");
+            return None;
+        }
+        let name = format!("kitty-test-{}-{}", std::process::id(), w);
+        let st = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .env("TERM", "xterm-256color")
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Keep the pane after the program exits, to read its status.
+        Command::new("tmux")
+            .args(["set-option", "-t", &name, "remain-on-exit", "on"])
+            .status()
+            .unwrap();
+        Command::new("tmux")
+            .args(["respawn-pane", "-k", "-t", &name, cmd])
+            .status()
+            .unwrap();
+        Some(Tmux { name })
+    }
+    pub fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+    pub fn keys(&self, keys: &[&str]) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .unwrap();
+    }
+    pub fn query(&self, fmt: &str) -> String {
+        let out = Command::new("tmux")
+            .args(["display-message", "-p", "-t", &self.name, fmt])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+    pub fn wait_for(&self, what: &dyn Fn(&str) -> bool, secs: u64) -> String {
+        let t = std::time::Instant::now();
+        loop {
+            let s = self.capture();
+            if what(&s) || t.elapsed() > std::time::Duration::from_secs(secs) {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
 }

@@ -35,6 +35,7 @@ fn sample_frames(n: usize) -> Vec<Frame> {
                 sockets: vec![],
                 threads: vec![],
                 histograms: Default::default(),
+                ..Default::default()
             });
             f
         })

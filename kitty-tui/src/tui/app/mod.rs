@@ -44,14 +44,15 @@ pub enum SortBy {
     Verdict,
 }
 
-/// Sortable columns, cycled with `s`: (name for `:sort`, what).
+/// Sortable columns, cycled with `s`: (name for `:sort`, what). The first
+/// is the default: the worst straggler on top, its consequences under it.
 pub const SORTS: &[(&str, SortBy)] = &[
+    ("verdict", SortBy::Verdict),
     ("rank", SortBy::Rank),
     ("cpu", SortBy::Signal(Sig::CpuPct)),
     ("runq", SortBy::Signal(Sig::RunDelayMsPerS)),
     ("retx", SortBy::Signal(Sig::RetransPerS)),
     ("txq", SortBy::Signal(Sig::TxQueueBytes)),
-    ("verdict", SortBy::Verdict),
 ];
 
 /// Work the app asks the event loop to do (it needs the outside world).
@@ -349,25 +350,25 @@ impl App {
             .iter()
             .filter(|r| needle.is_empty() || haystack(f, r).contains(&needle))
             .collect();
-        let worst = |r: &RankFrame| {
-            f.verdicts_of(r.key.pid)
-                .map(|v| (v.severity, v.ratio))
-                .fold(None, |a, b| match a {
-                    Some(a) if a >= b => Some(a),
-                    _ => Some(b),
-                })
+        let by_rank = |a: &&RankFrame, b: &&RankFrame| {
+            (
+                a.labels.job_key(),
+                a.labels.rank.unwrap_or(u32::MAX),
+                a.key.pid,
+            )
+                .cmp(&(
+                    b.labels.job_key(),
+                    b.labels.rank.unwrap_or(u32::MAX),
+                    b.key.pid,
+                ))
         };
         match SORTS[self.nav.sort].1 {
-            SortBy::Rank => rows.sort_by_key(|r| {
-                (
-                    r.labels.job.clone(),
-                    r.labels.rank.unwrap_or(u32::MAX),
-                    r.key.pid,
-                )
-            }),
+            SortBy::Rank => rows.sort_by(by_rank),
             SortBy::Verdict => rows.sort_by(|a, b| {
-                let (wa, wb) = (worst(a), worst(b));
-                wb.partial_cmp(&wa).unwrap_or(std::cmp::Ordering::Equal)
+                badness(f, b)
+                    .partial_cmp(&badness(f, a))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then_with(|| by_rank(a, b))
             }),
             SortBy::Signal(sig) => rows.sort_by(|a, b| {
                 b.signal(sig)
@@ -403,6 +404,32 @@ impl App {
             .filter(|v| v.signal == signal)
             .map(|v| v.severity)
             .max()
+    }
+}
+
+/// How bad a rank looks, for the default sort: its worst straggler
+/// verdict (severity, score); a rank with only consequences sorts just
+/// under the rank that causes them; a healthy rank last.
+fn badness(f: &Frame, r: &RankFrame) -> (u8, u8, f64, u8) {
+    let worst = |pid: u32| {
+        f.verdicts_of(pid)
+            .filter(|v| !v.is_consequence())
+            .map(|v| (v.severity as u8, v.score))
+            .fold(None, |a: Option<(u8, f64)>, b| match a {
+                Some(a) if a >= b => Some(a),
+                _ => Some(b),
+            })
+    };
+    if let Some((sev, score)) = worst(r.key.pid) {
+        return (2, sev, score, 1);
+    }
+    let cause = f
+        .verdicts_of(r.key.pid)
+        .find_map(|v| v.consequence_of.as_ref())
+        .and_then(|c| worst(c.pid));
+    match cause {
+        Some((sev, score)) => (2, sev, score, 0),
+        None => (0, 0, 0.0, 0),
     }
 }
 

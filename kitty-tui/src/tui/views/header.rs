@@ -3,6 +3,7 @@
 
 use super::Ctx;
 use kitty_core::model::time::clock;
+use kitty_core::model::JobKey;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 
@@ -19,19 +20,29 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         fr.node,
         app.kernel()
     )));
-    let mut jobs: Vec<(String, usize)> = Vec::new();
+    // Jobs by name and identity: two launches of one name are two jobs,
+    // told apart by their id.
+    let mut jobs: Vec<(JobKey, usize)> = Vec::new();
     for r in &fr.ranks {
-        let j = r.labels.job.as_deref().unwrap_or("(no job)").to_string();
-        match jobs.iter_mut().find(|(n, _)| *n == j) {
+        let key = r.labels.job_key();
+        match jobs.iter_mut().find(|(k, _)| *k == key) {
             Some(e) => e.1 += 1,
-            None => jobs.push((j, 1)),
+            None => jobs.push((key, 1)),
         }
     }
+    let shared = |name: Option<&str>| jobs.iter().filter(|((n, _), _)| *n == name).count() > 1;
     let jobs_s: Vec<String> = jobs
         .iter()
-        .map(|(j, n)| match fr.job_step_ms.get(j) {
-            Some(ms) => format!("{j} ({n} ranks, step {ms:.1} ms)"),
-            None => format!("{j} ({n} ranks)"),
+        .map(|((name, id), n)| {
+            let j = name.unwrap_or("(no job)");
+            let shown = match id {
+                Some(id) if shared(*name) => format!("{j} [{id}]"),
+                _ => j.to_string(),
+            };
+            match fr.job_step_ms.get(j) {
+                Some(ms) => format!("{shown} ({n} ranks, step {ms:.1} ms)"),
+                None => format!("{shown} ({n} ranks)"),
+            }
         })
         .collect();
     if !jobs_s.is_empty() {

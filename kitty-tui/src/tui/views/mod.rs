@@ -5,6 +5,7 @@
 
 mod detail;
 mod events;
+mod findings;
 mod flame;
 mod flows;
 mod footer;

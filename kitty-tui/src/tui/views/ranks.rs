@@ -1,7 +1,8 @@
 //! The main view: the rank table (one row per watched process, a cell per
 //! signal with its sparkline, the cell highlighted when the rank is an
-//! outlier for that signal), the selected rank's verdicts in full, and the
-//! GPU, host and events panes below.
+//! outlier for that signal), the slow-window findings when there are any,
+//! the selected rank's verdicts in full, and the GPU, host and events panes
+//! below.
 
 use super::Ctx;
 use crate::tui::app::SortBy;
@@ -121,6 +122,14 @@ fn value_cell<'a>(cx: &Ctx, r: &RankFrame, c: &Col) -> Cell<'a> {
 fn verdict_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
     let vs = cx.app.verdicts_of(r.key.pid);
     match vs.first() {
+        // Only consequences: the neighbour's effect, shown under its cause.
+        Some(v) if v.is_consequence() => {
+            let c = v.consequence_of.as_ref().expect("a consequence");
+            let who = c
+                .rank
+                .map_or(format!("pid {}", c.pid), |r| format!("rank {r}"));
+            Cell::from(format!("↳ {} from {who}", v.signal.label())).style(cx.th.dim())
+        }
         Some(v) => Cell::from(format!(
             "{} {:.0}x{}",
             v.signal.label(),
@@ -241,12 +250,23 @@ fn status_line<'a>(cx: &Ctx) -> Line<'a> {
 pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     let Some(fr) = cx.app.frame() else { return };
     let lower = if area.height >= 24 { 9 } else { 0 };
-    let [table_area, status_area, lower_area] = Layout::vertical([
+    // Findings only when the table keeps room for a few ranks.
+    let found = super::findings::height(&fr.findings);
+    let found = if area.height >= lower + found + 8 {
+        found
+    } else {
+        0
+    };
+    let [table_area, findings_area, status_area, lower_area] = Layout::vertical([
         Constraint::Min(3),
+        Constraint::Length(found),
         Constraint::Length(1),
         Constraint::Length(lower),
     ])
     .areas(area);
+    if found > 0 {
+        super::findings::draw(f, findings_area, cx, &fr.findings);
+    }
     if fr.ranks.is_empty() {
         empty_state(f, table_area, cx);
     } else {
