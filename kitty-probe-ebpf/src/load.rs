@@ -51,6 +51,7 @@ pub mod objects {
     pub static FLOW: &[u8] = aya::include_bytes_aligned!("bpf/flow.bpf.o");
     pub static EVENTS: &[u8] = aya::include_bytes_aligned!("bpf/events.bpf.o");
     pub static PROFILE: &[u8] = aya::include_bytes_aligned!("bpf/profile.bpf.o");
+    pub static OFFCPU: &[u8] = aya::include_bytes_aligned!("bpf/offcpu.bpf.o");
 }
 
 /// The kernel's BTF, parsed once.

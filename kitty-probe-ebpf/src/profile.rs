@@ -1,18 +1,22 @@
-//! The on-CPU profiler: loads `profile.bpf.o` for one target process,
-//! attaches it to the software cpu-clock of every online CPU, samples for the
-//! requested time (cancellable), then reads the stacks back and symbolizes
-//! them with blazesym (process cached at start, so a target that exits
-//! mid-profile still resolves). Links and maps are released when the
-//! profile ends, is cancelled, or the process dies (they are only fds).
+//! The profiler of one process: on-CPU (`profile.bpf.o` on the software
+//! cpu-clock of every online CPU: where it runs) and off-CPU
+//! (`offcpu.bpf.o` on sched_switch: where it waits, runnable or blocked,
+//! weighted by the time away), either or both over the same time
+//! (cancellable). Then the stacks are read back and symbolized with
+//! blazesym (process cached at start, so a target that exits mid-profile
+//! still resolves). Links and maps are released when the profile ends, is
+//! cancelled, or the process dies (they are only fds).
 
 use crate::load::{self, objects, ProbeError};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::PerfEvent;
+use aya::programs::{BtfTracePoint, PerfEvent};
 use blazesym::symbolize::{cache, source, Input, Symbolized, Symbolizer};
 use blazesym::Pid;
 use kitty_core::model::Text;
-use kitty_core::profile::{symbol, Profile, StackSample};
+use kitty_core::profile::{
+    symbol, Profile, ProfileKind, StackSample, BEFORE_FRAME, BLOCKED_FRAME, RUNNABLE_FRAME,
+};
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,11 +63,31 @@ impl ProfileError {
     }
 }
 
+/// Which profiles to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kinds {
+    OnCpu,
+    OffCpu,
+    /// Both over the same seconds (the TUI's `p`: its flame view has a tab
+    /// for each).
+    Both,
+}
+
+impl Kinds {
+    fn on(self) -> bool {
+        self != Kinds::OffCpu
+    }
+    fn off(self) -> bool {
+        self != Kinds::OnCpu
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Request {
     pub pid: u32,
     pub frequency_hz: u64,
     pub duration: Duration,
+    pub kinds: Kinds,
 }
 
 impl Request {
@@ -141,6 +165,50 @@ struct SampleKey {
 // SAFETY: repr(C) plain data without padding.
 unsafe impl aya::Pod for SampleKey {}
 
+/// Must match `struct wait_key` in bpf/offcpu.bpf.c.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct WaitKey {
+    tid: u32,
+    user_stack: i32,
+    kernel_stack: i32,
+    runnable: u32,
+    comm: [u8; 16],
+}
+// SAFETY: repr(C) plain data without padding.
+unsafe impl aya::Pod for WaitKey {}
+
+/// Must match `struct away` in bpf/offcpu.bpf.c: a thread off the CPU now.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Away {
+    since_ns: u64,
+    key: WaitKey,
+}
+// SAFETY: repr(C) plain data without padding (8 + 32 bytes).
+unsafe impl aya::Pod for Away {}
+
+/// CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Loads the off-CPU program for `tgid` and attaches it to sched_switch.
+fn start_offcpu(tgid: u32) -> Result<aya::Ebpf, ProfileError> {
+    let mut ebpf = load::load_object(
+        objects::OFFCPU,
+        &[("target_tgid", tgid as u64), ("start_ns", mono_ns())],
+    )?;
+    load::attach_tp_btf(&mut ebpf, "offcpu_switch", "sched_switch")?;
+    Ok(ebpf)
+}
+
 /// Loads the sampler for `tgid` (0: samples nothing) and attaches it to the
 /// cpu-clock of `cpus` at `hz`.
 fn start_sampler(tgid: u32, cpus: &[u32], hz: u64) -> Result<aya::Ebpf, ProfileError> {
@@ -164,13 +232,19 @@ pub fn check() -> Result<(), ProfileError> {
     start_sampler(0, &[0], 1).map(drop)
 }
 
-/// Samples `req.pid`; `progress` gets the elapsed fraction; `cancel` stops early
-/// (the partial profile is returned).
+/// Can it take off-CPU profiles? (`doctor`.)
+pub fn check_off_cpu() -> Result<(), ProfileError> {
+    start_offcpu(0).map(drop)
+}
+
+/// Profiles `req.pid` (on-CPU, off-CPU or both, in that order);
+/// `progress` gets the elapsed fraction; `cancel` stops early (the partial
+/// profiles are returned).
 pub fn run(
     req: &Request,
     cancel: &AtomicBool,
     mut progress: impl FnMut(f64),
-) -> Result<Profile, ProfileError> {
+) -> Result<Vec<Profile>, ProfileError> {
     req.validate()?;
     let _slot = Slot::acquire()?;
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", req.pid))
@@ -183,9 +257,18 @@ pub fn run(
     ))));
     let maps = read_maps(req.pid);
 
-    let cpus =
-        aya::util::online_cpus().map_err(|(what, e)| ProfileError::Cpus(format!("{what}: {e}")))?;
-    let mut ebpf = start_sampler(req.pid, &cpus, req.frequency_hz)?;
+    let mut on = if req.kinds.on() {
+        let cpus = aya::util::online_cpus()
+            .map_err(|(what, e)| ProfileError::Cpus(format!("{what}: {e}")))?;
+        Some(start_sampler(req.pid, &cpus, req.frequency_hz)?)
+    } else {
+        None
+    };
+    let mut off = if req.kinds.off() {
+        Some(start_offcpu(req.pid)?)
+    } else {
+        None
+    };
     let start = Instant::now();
     let mut exited = false;
     while start.elapsed() < req.duration && !cancel.load(Ordering::SeqCst) {
@@ -198,66 +281,15 @@ pub fn run(
     }
     let elapsed = start.elapsed().as_secs_f64();
     // Detach before reading: the maps stop changing.
-    let _ = load::program::<PerfEvent>(&mut ebpf, "profile_cpu")?.unload();
-    let samples: BpfHashMap<MapData, SampleKey, u64> = load::take_map(&mut ebpf, "samples")?;
-    let stacks: StackTraceMap<MapData> = load::take_map(&mut ebpf, "stacks")?;
-    let counters: PerCpuArray<MapData, u64> = load::take_map(&mut ebpf, "counters")?;
-    let count = |i: u32| {
-        counters
-            .get(&i, 0)
-            .map(|v| v.iter().sum::<u64>())
-            .unwrap_or(0)
-    };
-
-    let mut raw: Vec<(SampleKey, u64)> = samples.iter().filter_map(Result::ok).collect();
-    raw.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    let ips = |id: i32| -> Vec<u64> {
-        if id < 0 {
-            return Vec::new();
-        }
-        stacks
-            .get(&(id as u32), 0)
-            .map(|st| st.frames().iter().map(|f| f.ip).collect())
-            .unwrap_or_default()
-    };
+    if let Some(e) = on.as_mut() {
+        let _ = load::program::<PerfEvent>(e, "profile_cpu")?.unload();
+    }
+    if let Some(e) = off.as_mut() {
+        let _ = load::program::<BtfTracePoint>(e, "offcpu_switch")?.unload();
+    }
+    let ended_ns = mono_ns();
     let mut names = Names::new(&symbolizer, req.pid, &maps);
-    let mut depths = Vec::new();
-    let mut out = Vec::new();
-    for (k, n) in raw {
-        let user = ips(k.user_stack);
-        let kernel = ips(k.kernel_stack);
-        if !user.is_empty() {
-            depths.push(user.len());
-        }
-        // The kernel gives innermost first; folded wants the caller first.
-        let mut frames: Vec<Text> = names.user(&user).iter().rev().map(|f| symbol(f)).collect();
-        frames.extend(
-            names
-                .kernel(&kernel)
-                .iter()
-                .rev()
-                .map(|f| symbol(&format!("{f}_[k]"))),
-        );
-        if frames.is_empty() {
-            frames.push("[no stack]".into());
-        }
-        let end = k.comm.iter().position(|&c| c == 0).unwrap_or(16);
-        out.push(StackSample {
-            tid: k.tid,
-            thread: Text::from_bytes(&k.comm[..end]),
-            frames,
-            count: n,
-        });
-    }
     let mut notes = Vec::new();
-    depths.sort_unstable();
-    if let Some(&median) = depths.get(depths.len() / 2) {
-        if median <= 2 {
-            notes.push(Text::message(format!(
-                "user stacks are shallow (median depth {median}): the binary was probably built without frame pointers"
-            )));
-        }
-    }
     if exited {
         notes.push(Text::message(format!(
             "pid {} exited after {elapsed:.1} s; the profile covers its life until then",
@@ -267,19 +299,239 @@ pub fn run(
     if cancel.load(Ordering::SeqCst) {
         notes.push(Text::message(format!("cancelled after {elapsed:.1} s")));
     }
-    Ok(Profile {
+    let base = Profile {
         pid: req.pid,
         comm,
         frequency_hz: req.frequency_hz,
         duration_s: elapsed,
-        stacks: out,
-        samples: count(0),
-        lost_user_stacks: count(1),
-        lost_kernel_stacks: count(2),
-        collisions: count(3),
-        dropped: count(4),
         notes,
+        ..Profile::default()
+    };
+    let mut out = Vec::new();
+    if let Some(mut e) = on {
+        out.push(read_on_cpu(&mut e, &mut names, base.clone())?);
+    }
+    if let Some(mut e) = off {
+        out.push(read_off_cpu(&mut e, &mut names, base, ended_ns)?);
+    }
+    Ok(out)
+}
+
+/// The sum over CPUs of one of a program's loss counters.
+fn counter(counters: &PerCpuArray<MapData, u64>, i: u32) -> u64 {
+    counters
+        .get(&i, 0)
+        .map(|v| v.iter().sum::<u64>())
+        .unwrap_or(0)
+}
+
+/// A stack map entry's addresses (none for a failed stack id).
+fn ips(stacks: &StackTraceMap<MapData>, id: i32) -> Vec<u64> {
+    if id < 0 {
+        return Vec::new();
+    }
+    stacks
+        .get(&(id as u32), 0)
+        .map(|st| st.frames().iter().map(|f| f.ip).collect())
+        .unwrap_or_default()
+}
+
+/// Caller-first frames of one stack pair: user frames, then kernel ones.
+fn frames_of(names: &mut Names, user: &[u64], kernel: &[u64]) -> Vec<Text> {
+    // The kernel gives innermost first; folded wants the caller first.
+    let mut frames: Vec<Text> = names.user(user).iter().rev().map(|f| symbol(f)).collect();
+    frames.extend(
+        names
+            .kernel(kernel)
+            .iter()
+            .rev()
+            .map(|f| symbol(&format!("{f}_[k]"))),
+    );
+    if frames.is_empty() {
+        frames.push("[no stack]".into());
+    }
+    frames
+}
+
+fn thread_name(comm: &[u8; 16]) -> Text {
+    let end = comm.iter().position(|&c| c == 0).unwrap_or(16);
+    Text::from_bytes(&comm[..end])
+}
+
+/// A note when user stacks are too shallow to mean much.
+fn depth_note(depths: &mut [usize]) -> Option<Text> {
+    depths.sort_unstable();
+    let &median = depths.get(depths.len() / 2)?;
+    (median <= 2).then(|| {
+        Text::message(format!(
+            "user stacks are shallow (median depth {median}): the binary was probably built without frame pointers"
+        ))
     })
+}
+
+fn read_on_cpu(
+    ebpf: &mut aya::Ebpf,
+    names: &mut Names,
+    mut p: Profile,
+) -> Result<Profile, ProfileError> {
+    let samples: BpfHashMap<MapData, SampleKey, u64> = load::take_map(ebpf, "samples")?;
+    let stacks: StackTraceMap<MapData> = load::take_map(ebpf, "stacks")?;
+    let counters: PerCpuArray<MapData, u64> = load::take_map(ebpf, "counters")?;
+    let mut raw: Vec<(SampleKey, u64)> = samples.iter().filter_map(Result::ok).collect();
+    raw.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let mut depths = Vec::new();
+    for (k, n) in raw {
+        let user = ips(&stacks, k.user_stack);
+        if !user.is_empty() {
+            depths.push(user.len());
+        }
+        p.stacks.push(StackSample {
+            tid: k.tid,
+            thread: thread_name(&k.comm),
+            frames: frames_of(names, &user, &ips(&stacks, k.kernel_stack)),
+            count: n,
+        });
+    }
+    p.notes.extend(depth_note(&mut depths));
+    p.kind = ProfileKind::OnCpu;
+    p.samples = counter(&counters, 0);
+    p.lost_user_stacks = counter(&counters, 1);
+    p.lost_kernel_stacks = counter(&counters, 2);
+    p.collisions = counter(&counters, 3);
+    p.dropped = counter(&counters, 4);
+    Ok(p)
+}
+
+fn read_off_cpu(
+    ebpf: &mut aya::Ebpf,
+    names: &mut Names,
+    mut p: Profile,
+    ended_ns: u64,
+) -> Result<Profile, ProfileError> {
+    let waits: BpfHashMap<MapData, WaitKey, u64> = load::take_map(ebpf, "waits")?;
+    let leaving: BpfHashMap<MapData, u32, Away> = load::take_map(ebpf, "leaving")?;
+    let stacks: StackTraceMap<MapData> = load::take_map(ebpf, "stacks")?;
+    let counters: PerCpuArray<MapData, u64> = load::take_map(ebpf, "counters")?;
+    let mut total: HashMap<WaitKey, u64> = waits.iter().filter_map(Result::ok).collect();
+    // Threads still away when the profile ended (a rank blocked in recv the
+    // whole time never came back): their wait so far counts too.
+    for (_, a) in leaving.iter().filter_map(Result::ok) {
+        *total.entry(a.key).or_default() += ended_ns.saturating_sub(a.since_ns) / 1000;
+    }
+    let mut raw: Vec<(WaitKey, u64)> = total.into_iter().collect();
+    raw.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let mut depths = Vec::new();
+    for (k, us) in raw.into_iter().filter(|(_, us)| *us > 0) {
+        let user = ips(&stacks, k.user_stack);
+        if !user.is_empty() {
+            depths.push(user.len());
+        }
+        // The state is the root: the flame graph splits there.
+        let root = match k.runnable {
+            1 => {
+                p.runnable_us += us;
+                RUNNABLE_FRAME
+            }
+            0 => {
+                p.blocked_us += us;
+                BLOCKED_FRAME
+            }
+            _ => BEFORE_FRAME,
+        };
+        let mut frames = vec![Text::new(root)];
+        frames.extend(frames_of(names, &user, &ips(&stacks, k.kernel_stack)));
+        // The innermost kernel frames are the probe's own (the tracepoint
+        // run from __schedule): where the thread waits ends above them.
+        if let Some(i) = frames.iter().position(|f| f.starts_with("bpf_trace_run")) {
+            frames.truncate(i);
+        }
+        p.stacks.push(StackSample {
+            tid: k.tid,
+            thread: thread_name(&k.comm),
+            frames,
+            count: us,
+        });
+    }
+    // Threads that never ran while watched: asleep the whole time.
+    let seen: std::collections::HashSet<u32> = p.stacks.iter().map(|s| s.tid).collect();
+    let whole_us = (p.duration_s * 1e6) as u64;
+    for t in asleep_threads(p.pid)
+        .into_iter()
+        .filter(|t| !seen.contains(&t.tid))
+    {
+        let mut frames = vec![Text::new(BLOCKED_FRAME)];
+        frames.extend(names.user(&t.user_pc).iter().map(|f| symbol(f)));
+        frames.extend(t.kernel.iter().map(|f| symbol(&format!("{f}_[k]"))));
+        p.blocked_us += whole_us;
+        p.stacks.push(StackSample {
+            tid: t.tid,
+            thread: t.comm,
+            frames,
+            count: whole_us,
+        });
+    }
+    p.notes.extend(depth_note(&mut depths));
+    p.kind = ProfileKind::OffCpu;
+    p.samples = counter(&counters, 0);
+    p.lost_user_stacks = counter(&counters, 1);
+    p.lost_kernel_stacks = counter(&counters, 2);
+    p.collisions = counter(&counters, 3);
+    p.dropped = counter(&counters, 4);
+    Ok(p)
+}
+
+/// A thread asleep now, where it sleeps: the user address of its system
+/// call and its kernel stack (caller first), from /proc (root).
+struct Asleep {
+    tid: u32,
+    comm: Text,
+    user_pc: Vec<u64>,
+    kernel: Vec<String>,
+}
+
+fn asleep_threads(pid: u32) -> Vec<Asleep> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = e.path();
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // The state follows the parenthesised comm.
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if !matches!(state, Some('S' | 'D')) {
+            continue;
+        }
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        // `nr arg1..arg6 sp pc`: the last field is the user address.
+        let user_pc = std::fs::read_to_string(path.join("syscall"))
+            .ok()
+            .and_then(|s| {
+                let last = s.split_whitespace().last()?;
+                u64::from_str_radix(last.trim_start_matches("0x"), 16).ok()
+            })
+            .filter(|pc| *pc != 0)
+            .into_iter()
+            .collect();
+        // `[<0>] tcp_recvmsg+0x6e/0x1a0`, innermost first.
+        let mut kernel: Vec<String> = std::fs::read_to_string(path.join("stack"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|f| f.split('+').next().unwrap_or(f).to_string())
+            .collect();
+        kernel.reverse();
+        out.push(Asleep {
+            tid,
+            comm: Text::new(comm.trim_end()),
+            user_pc,
+            kernel,
+        });
+    }
+    out
 }
 
 /// An executable mapping of the target: [start, end), file offset, path.

@@ -282,7 +282,12 @@ pub struct ProfileArgs {
     /// How long to sample (100ms to 60s).
     #[arg(long, default_value = "5s", value_parser = profile_duration)]
     pub duration: Duration,
-    /// Samples per second per CPU (1 to 999).
+    /// Where it waits instead of where it runs: time off-CPU from
+    /// sched_switch (microseconds), split into runnable (waiting for a CPU)
+    /// and blocked (sleeping: recv, locks, I/O).
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// Samples per second per CPU (1 to 999; on-CPU only).
     #[arg(long, default_value_t = 99,
           value_parser = clap::value_parser!(u64).range(1..=kitty_probe_ebpf::profile::MAX_FREQUENCY_HZ))]
     pub frequency: u64,

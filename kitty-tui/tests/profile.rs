@@ -137,7 +137,7 @@ fn profile_programs() -> usize {
     v.as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["name"] == "profile_cpu")
+        .filter(|p| p["name"] == "profile_cpu" || p["name"] == "offcpu_switch")
         .count()
 }
 
@@ -175,5 +175,63 @@ fn the_profiler_is_released_when_the_profile_ends_and_when_kitty_is_killed() {
     assert!(
         wait_until(10, || (profile_programs() == 0).then_some(())).is_some(),
         "left loaded after kill -9"
+    );
+    // The off-CPU program too.
+    run_ok(
+        Command::new(kitty_bin())
+            .args(["profile", "--off-cpu", "--pid", &pid, "--duration", "1s"])
+            .stdout(Stdio::null()),
+    );
+    assert!(wait_until(10, || (profile_programs() == 0).then_some(())).is_some());
+}
+
+#[test]
+fn the_off_cpu_profile_of_a_rank_blocked_in_recv_shows_that_wait() {
+    let _g = serial();
+    if !is_root() {
+        return skip("tp_btf BPF needs root");
+    }
+    let mut procs = Procs::default();
+    let pids = start_ring(&mut procs, 3, "blocked", &|_| {
+        vec!["--work".into(), "10".into()]
+    });
+    wait_established(&pids);
+    // Rank 1 stops: rank 2, which receives from it, waits in recv.
+    // SAFETY: signalling a child we started.
+    unsafe { libc::kill(pids[1] as i32, libc::SIGSTOP) };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = Command::new(kitty_bin())
+        .args([
+            "profile",
+            "--off-cpu",
+            "--pid",
+            &pids[2].to_string(),
+            "--duration",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(pids[1] as i32, libc::SIGCONT) };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("s blocked"), "{stderr}");
+    let recv_us: u64 = folded
+        .lines()
+        .filter(|l| l.contains("[blocked:_sleeping_in_the_kernel]") && l.contains("tcp_recvmsg"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(
+        recv_us >= 1_500_000,
+        "2 s blocked in recv, {recv_us} us found:\n{folded}"
+    );
+    assert!(
+        !folded.contains("bpf_trace_run"),
+        "the probe's own frames are cut:\n{folded}"
     );
 }

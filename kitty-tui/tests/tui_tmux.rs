@@ -82,11 +82,16 @@ fn p_profiles_the_selected_rank_into_a_flame_view() {
         return;
     };
     t.wait_for(&|s| s.contains("rank 2: run-queue"), 25);
+    // The straggler sorts first (it hardly runs); profile the next rank.
+    t.keys(&["j"]);
     t.keys(&["p"]);
     let gauge = t.wait_for(&|s| s.contains("Esc cancels"), 5);
     assert!(gauge.contains("profiling"), "no gauge:\n{gauge}");
-    let flame = t.wait_for(&|s| s.contains("on-CPU profile · pid"), 15);
-    assert!(flame.contains("samples · 99 Hz"), "no flame view:\n{flame}");
+    let flame = t.wait_for(&|s| s.contains("samples · 99 Hz"), 15);
+    assert!(
+        flame.contains(" on-CPU  off-CPU "),
+        "no flame view:\n{flame}"
+    );
     // The rank's compute loop is in the graph: search for it.
     t.keys(&["/"]);
     t.keys(&["compute_phase"]);
@@ -114,6 +119,10 @@ fn p_profiles_the_selected_rank_into_a_flame_view() {
     assert!(folded.contains("compute_phase"));
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(std::path::Path::new(&path).with_extension("svg"));
+    // Tab: where the rank waited (its peers, in recv: blocked).
+    t.keys(&["Tab"]);
+    let off = t.wait_for(&|s| s.contains("s runnable (waiting for a CPU)"), 5);
+    assert!(off.contains("[blocked: sleeping"), "no off-CPU tab:\n{off}");
     t.keys(&["Escape"]);
     t.keys(&["q"]);
     let s = t.wait_for(&|s| s.contains("EXIT="), 10);

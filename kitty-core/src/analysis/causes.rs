@@ -46,6 +46,10 @@ pub struct Causes {
     charged: HashMap<ProcKey, HashMap<u32, Charge>>,
     /// The last scan of busy non-rank processes (scans come every few s).
     busy: Vec<BusyProcess>,
+    /// Verdicts found to be a consequence stay one for their life (their
+    /// symptom outlasts the cause by the hysteresis; a tick whose socket
+    /// inventory missed the link does not make them a straggler).
+    consequence: HashMap<(u32, Sig), Cause>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -58,12 +62,29 @@ struct Charge {
 }
 
 impl Causes {
-    pub fn apply(&mut self, frame: &Frame, verdicts: &mut [Verdict]) {
+    /// `pending`: outliers on their way to a verdict (they can already be
+    /// a cause: a neighbour's symptom often crosses the bar first).
+    pub fn apply(&mut self, frame: &Frame, verdicts: &mut [Verdict], pending: &[(ProcKey, Sig)]) {
         if !frame.host.busy.is_empty() || frame.seq == 0 {
             self.busy = frame.host.busy.clone();
         }
         self.charge(frame, verdicts);
-        consequences(frame, verdicts);
+        consequences(frame, verdicts, pending);
+        self.consequence
+            .retain(|k, _| verdicts.iter().any(|v| (v.pid, v.signal) == *k));
+        for v in verdicts.iter_mut() {
+            match &v.consequence_of {
+                Some(c) => {
+                    self.consequence.insert((v.pid, v.signal), c.clone());
+                }
+                None => {
+                    if let Some(c) = self.consequence.get(&(v.pid, v.signal)) {
+                        v.consequence_of = Some(c.clone());
+                        v.severity = Severity::Warning;
+                    }
+                }
+            }
+        }
         for v in verdicts.iter_mut() {
             let Some(rank) = frame.rank_by_pid(v.pid) else {
                 continue;
@@ -180,7 +201,7 @@ pub fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
 }
 
 /// Marks the network verdicts that are another rank's effect.
-fn consequences(frame: &Frame, verdicts: &mut [Verdict]) {
+fn consequences(frame: &Frame, verdicts: &mut [Verdict], pending: &[(ProcKey, Sig)]) {
     // Who owns each connection end: (local, remote) -> rank index.
     let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, r) in frame.ranks.iter().enumerate() {
@@ -196,6 +217,11 @@ fn consequences(frame: &Frame, verdicts: &mut [Verdict]) {
             if v.score > e.1 {
                 *e = (v.signal, v.score);
             }
+        }
+        // Own-trouble outliers not raised yet (never a bare symptom: that
+        // would make two neighbours each other's cause).
+        for (k, sig) in pending.iter().filter(|(_, s)| !SYMPTOMS.contains(s)) {
+            m.entry(k.pid).or_insert((*sig, 0.0));
         }
         m
     };

@@ -41,8 +41,8 @@ impl Default for AnalysisConfig {
             ratio_floor: 3.0,
             release_ratio: 2.0,
             mad_k: 5.0,
-            raise_after_s: 1.5,
-            release_after_s: 2.0,
+            raise_after_s: 1.0,
+            release_after_s: 1.5,
             min_ranks: 3,
             findings_window_s: 60.0,
         }
@@ -81,7 +81,8 @@ impl Analysis {
             .map(|(v, _)| (v.pid, v.signal))
             .collect();
         let mut verdicts: Vec<Verdict> = judged.into_iter().map(|(v, _)| v).collect();
-        self.causes.apply(frame, &mut verdicts);
+        self.causes
+            .apply(frame, &mut verdicts, &self.verdicts.pending());
         for v in verdicts
             .iter()
             .filter(|v| raised.contains(&(v.pid, v.signal)))
@@ -191,8 +192,8 @@ mod tests {
             t += 0.5;
             f
         };
-        // Not yet: an outlier must persist 1.5 s.
-        for _ in 0..3 {
+        // Not yet: an outlier must persist 1 s.
+        for _ in 0..2 {
             assert!(step(&mut a, &[0.5, 0.4, 120.0, 0.6]).verdicts.is_empty());
         }
         let f = step(&mut a, &[0.5, 0.4, 120.0, 0.6]);
@@ -211,7 +212,7 @@ mod tests {
         for _ in 0..6 {
             assert_eq!(step(&mut a, &[10.0, 10.0, 25.0, 10.0]).verdicts.len(), 1);
         }
-        // Healthy: cleared after 2 s.
+        // Healthy: cleared after 1.5 s.
         let mut cleared = false;
         for _ in 0..6 {
             let f = step(&mut a, &[1.0, 1.0, 1.0, 1.0]);
@@ -256,6 +257,33 @@ mod tests {
             ..Default::default()
         }];
         f
+    }
+
+    #[test]
+    fn a_symptom_that_crosses_the_bar_first_is_still_a_consequence() {
+        // Rank 1 retransmits from the first tick; rank 2's starvation shows
+        // one tick later, so rank 1's verdict is raised while rank 2's is
+        // only pending: it is a consequence from its first frame on.
+        let mut a = Analysis::default();
+        for step in 0..6 {
+            let mut f = starved_ring(step as f64 * 0.5);
+            if step == 0 {
+                f.ranks[2].signals.set(Sig::RunDelayMsPerS, 1.0);
+            }
+            a.apply(&mut f);
+            for v in f.verdicts.iter().filter(|v| v.rank == Some(1)) {
+                assert!(v.is_consequence(), "step {step}: {}", v.message);
+            }
+            assert!(
+                f.events
+                    .iter()
+                    .filter(|e| e.kind == EventKind::VerdictRaised)
+                    .all(|e| !e.message.starts_with("rank 1: retransmits")
+                        || e.message.contains("consequence")),
+                "{:?}",
+                f.events
+            );
+        }
     }
 
     #[test]

@@ -85,6 +85,16 @@ pub fn jobs(frame: &Frame) -> BTreeMap<(Option<Text>, Option<Text>), Vec<usize>>
 }
 
 impl Tracker {
+    /// Outliers not raised yet, per rank: a rank on its way to a verdict
+    /// can already be its neighbours' cause.
+    pub fn pending(&self) -> Vec<(ProcKey, Sig)> {
+        self.tracks
+            .iter()
+            .filter(|(_, t)| !t.raised && t.outlier_since.is_some())
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
     /// Judges every rule for every job of the frame; returns the verdicts
     /// in force, each with whether it was raised in this tick, and adds the
     /// clear events (raise events wait until causes are known).

@@ -28,11 +28,17 @@ impl Profile {
     pub fn svg(&self, per_thread: bool) -> std::io::Result<Vec<u8>> {
         let folded = self.folded(per_thread);
         let mut opts = inferno::flamegraph::Options::default();
-        opts.title = format!(
-            "kitty on-CPU profile: pid {} ({}), {} Hz, {:.0} s",
-            self.pid, self.comm, self.frequency_hz, self.duration_s
-        );
-        opts.count_name = "samples".into();
+        opts.title = match self.kind {
+            super::ProfileKind::OnCpu => format!(
+                "kitty on-CPU profile: pid {} ({}), {} Hz, {:.0} s",
+                self.pid, self.comm, self.frequency_hz, self.duration_s
+            ),
+            super::ProfileKind::OffCpu => format!(
+                "kitty off-CPU profile: pid {} ({}), {:.0} s: where it waits",
+                self.pid, self.comm, self.duration_s
+            ),
+        };
+        opts.count_name = self.kind.unit().into();
         let mut out = Vec::new();
         inferno::flamegraph::from_lines(&mut opts, folded.lines(), &mut out)?;
         Ok(out)

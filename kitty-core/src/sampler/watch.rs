@@ -12,12 +12,18 @@ use std::time::Duration;
 
 /// How often discovery looks again at processes it already found unwatched.
 const FULL_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
+/// How often a watched process's cgroup and network namespace are read
+/// again: a rank moved into a limited cgroup is judged on the right
+/// cpu.stat within a second (one small read per rank).
+const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub struct WatchList {
     pub watched: Vec<Watched>,
     last_scan_ns: Option<u64>,
     full_scan_ns: Option<u64>,
+    /// When the watched processes' cgroup and namespace were last read.
+    placement_ns: Option<u64>,
     /// Pids found unwatched, not examined again until the next full pass.
     unwatched: HashSet<u32>,
     /// Of those, the ones this user may not examine (other users').
@@ -53,6 +59,15 @@ impl WatchList {
             .filter(|p| !self.watched.iter().any(|w| w.key.pid == **p))
             .copied()
             .collect();
+        if self
+            .placement_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) >= PLACEMENT_EVERY.as_nanos() as u64)
+        {
+            self.placement_ns = Some(now_ns);
+            for w in &mut self.watched {
+                w.refresh_placement(&roots.pid_dir(w.key.pid));
+            }
+        }
         if !due && hinted_new.is_empty() {
             return;
         }
@@ -73,13 +88,8 @@ impl WatchList {
         for p in &hinted_new {
             self.unwatched.remove(p);
         }
-        if due {
-            // Watched processes keep their labels for life (environ is not
-            // read again); their cgroup and namespace can change.
-            for w in &mut self.watched {
-                w.refresh_placement(&roots.pid_dir(w.key.pid));
-            }
-        }
+        // Watched processes keep their labels for life (environ is not read
+        // again); their cgroup and namespace are read again above.
         let mut skip = self.unwatched.clone();
         skip.extend(self.watched.iter().map(|w| w.key.pid));
         let only = (!due).then_some(&hinted_new[..]);

@@ -146,4 +146,14 @@ static __always_inline void hist_add(struct hist *h, u32 v)
 	__sync_fetch_and_add(&h->buckets[b], 1);
 }
 
+/* A task's state (0: runnable), on kernels before and after 5.14. */
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+static __always_inline long task_state(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->__state))
+		return p->__state;
+	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+}
+
 #endif

@@ -166,13 +166,6 @@ static __always_inline void mark_runnable(struct task_struct *p)
 	w->counted = 1;
 }
 
-static __always_inline long task_state(struct task_struct *p)
-{
-	if (bpf_core_field_exists(p->__state))
-		return p->__state;
-	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
-}
-
 static __always_inline void charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
 {
 	if (!ns)

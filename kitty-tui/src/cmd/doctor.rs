@@ -14,6 +14,9 @@ fn ebpf_checks() -> Vec<Check> {
     let profiler = kitty_probe_ebpf::profile::check()
         .map(|()| "perf_event BPF on cpu-clock attaches: `p` and `kitty-tui profile` work".into())
         .map_err(|e| format!("unavailable: {e}"));
+    let off_cpu = kitty_probe_ebpf::profile::check_off_cpu()
+        .map(|()| "tp_btf/sched_switch attaches: off-CPU profiles (`p`'s second tab, `profile --off-cpu`) work".into())
+        .map_err(|e| format!("unavailable: {e}"));
     let mut out: Vec<Check> = probes
         .statuses()
         .iter()
@@ -37,6 +40,7 @@ fn ebpf_checks() -> Vec<Check> {
         })
         .collect();
     out.push(Check::new("ebpf.profile", profiler, true));
+    out.push(Check::new("ebpf.offcpu", off_cpu, true));
     out
 }
 

@@ -1,5 +1,6 @@
-//! `profile`: headless on-CPU profile of one process, written as folded
-//! stacks or an SVG flame graph; a summary (and what was lost) on stderr.
+//! `profile`: headless on-CPU (or, with `--off-cpu`, off-CPU) profile of
+//! one process, written as folded stacks or an SVG flame graph; a summary
+//! (and what was lost) on stderr.
 //! The output is checked before sampling and written atomically after.
 
 use super::{check_output, stop_flag};
@@ -7,7 +8,7 @@ use crate::cli::{ProfileArgs, ProfileFormat};
 use crate::error::UsageError;
 use color_eyre::eyre::Result;
 use kitty_core::sinks::files::{AtomicFile, Kind, Target};
-use kitty_probe_ebpf::profile::{self, ProfileError, Request};
+use kitty_probe_ebpf::profile::{self, Kinds, ProfileError, Request};
 use std::io::Write;
 
 fn usage_or_failure(e: ProfileError) -> color_eyre::eyre::Report {
@@ -25,6 +26,11 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
             .ok_or_else(|| UsageError::new(ProfileError::NoTarget))?,
         frequency_hz: a.frequency,
         duration: a.duration,
+        kinds: if a.off_cpu {
+            Kinds::OffCpu
+        } else {
+            Kinds::OnCpu
+        },
     };
     req.validate().map_err(usage_or_failure)?;
     let kind = match a.format {
@@ -41,15 +47,25 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
     let p = profile::run(&req, &stop, |_| {
         if !announced {
             announced = true;
-            eprintln!(
-                "kitty-tui: profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
-                req.pid,
-                req.frequency_hz,
-                req.duration.as_secs_f64()
-            );
+            if a.off_cpu {
+                eprintln!(
+                    "kitty-tui: profiling where pid {} waits for {:.0} s (Ctrl-C stops early)",
+                    req.pid,
+                    req.duration.as_secs_f64()
+                );
+            } else {
+                eprintln!(
+                    "kitty-tui: profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
+                    req.pid,
+                    req.frequency_hz,
+                    req.duration.as_secs_f64()
+                );
+            }
         }
     })
-    .map_err(usage_or_failure)?;
+    .map_err(usage_or_failure)?
+    .pop()
+    .ok_or_else(|| color_eyre::eyre::eyre!("the profiler returned no profile"))?;
     let body = match a.format {
         ProfileFormat::Folded => p.folded(a.per_thread).into_bytes(),
         ProfileFormat::Svg => p.svg(a.per_thread)?,
@@ -66,9 +82,22 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
             f.commit()?;
         }
     }
+    if p.kind == kitty_core::profile::ProfileKind::OffCpu {
+        eprintln!(
+            "kitty-tui: off-CPU {:.2} s runnable (waiting for a CPU), {:.2} s blocked, over {} switches",
+            p.runnable_us as f64 / 1e6,
+            p.blocked_us as f64 / 1e6,
+            p.samples
+        );
+    }
     eprintln!(
-        "kitty-tui: {} samples in {} stacks; lost stacks: {} user, {} kernel; {} collisions; {} dropped",
-        p.samples,
+        "kitty-tui: {} {} in {} stacks; lost stacks: {} user, {} kernel; {} collisions; {} dropped",
+        if p.kind == kitty_core::profile::ProfileKind::OffCpu {
+            p.stacks.iter().map(|s| s.count).sum::<u64>()
+        } else {
+            p.samples
+        },
+        p.kind.unit(),
         p.stacks.len(),
         p.lost_user_stacks,
         p.lost_kernel_stacks,

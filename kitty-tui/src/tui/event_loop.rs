@@ -76,7 +76,7 @@ fn serve_requests(app: &mut App, profiler: &mut Profiler) {
             }
             Request::WriteProfile => {
                 if let Some(fl) = app.flame() {
-                    let said = profiler::write(&fl.profile, fl.per_thread);
+                    let said = profiler::write(fl.profile(), fl.per_thread);
                     app.profile_written(said);
                 }
             }

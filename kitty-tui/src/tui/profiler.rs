@@ -1,9 +1,10 @@
 //! Runs what the app asks for that takes time or touches the system: an
-//! on-CPU profile on a background thread (the app gets a [`Progress`] to
-//! draw and cancel), and writing a profile to files.
+//! on-CPU and an off-CPU profile over the same seconds on a background
+//! thread (the app gets a [`Progress`] to draw and cancel), and writing a
+//! profile to files.
 
 use kitty_core::profile::Profile;
-use kitty_probe_ebpf::profile::Request;
+use kitty_probe_ebpf::profile::{Kinds, Request};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -35,7 +36,7 @@ impl Progress {
 /// The profile thread, owned by the event loop.
 #[derive(Default)]
 pub struct Profiler {
-    job: Option<JoinHandle<Result<Profile, String>>>,
+    job: Option<JoinHandle<Result<Vec<Profile>, String>>>,
 }
 
 impl Profiler {
@@ -54,6 +55,7 @@ impl Profiler {
                     pid,
                     frequency_hz: FREQUENCY_HZ,
                     duration: DURATION,
+                    kinds: Kinds::Both,
                 };
                 kitty_probe_ebpf::profile::run(&req, &c, |x| {
                     *f.lock().unwrap_or_else(|e| e.into_inner()) = x
@@ -69,7 +71,7 @@ impl Profiler {
     }
 
     /// The result once the thread is done.
-    pub fn poll(&mut self) -> Option<Result<Profile, String>> {
+    pub fn poll(&mut self) -> Option<Result<Vec<Profile>, String>> {
         if !self.job.as_ref()?.is_finished() {
             return None;
         }
@@ -91,7 +93,11 @@ pub fn write(profile: &Profile, per_thread: bool) -> String {
         .ok()
         .filter(|d| std::fs::metadata(d).is_ok_and(|m| !m.permissions().readonly()))
         .unwrap_or_else(std::env::temp_dir);
-    let base = dir.join(format!("kitty-profile-{}-{stamp}", profile.pid));
+    let kind = match profile.kind {
+        kitty_core::profile::ProfileKind::OnCpu => "profile",
+        kitty_core::profile::ProfileKind::OffCpu => "offcpu",
+    };
+    let base = dir.join(format!("kitty-{kind}-{}-{stamp}", profile.pid));
     let folded = base.with_extension("folded");
     let svg = base.with_extension("svg");
     let r = kitty_core::sinks::files::write_new(&folded, profile.folded(per_thread).as_bytes())

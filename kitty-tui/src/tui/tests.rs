@@ -419,7 +419,7 @@ fn flame_view_walks_zooms_and_searches() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let key = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
     let mut app = app_with((0..4).map(|t| frame(t, true, 4)));
-    app.profile_finished(Ok(sample_profile()));
+    app.profile_finished(Ok(vec![sample_profile(), sample_off_cpu()]));
     app.show(View::Flame);
     app.set_color(false);
     let text = render(&app, 120, 20);
@@ -448,14 +448,65 @@ fn flame_view_walks_zooms_and_searches() {
     }
     app.on_key(key(KeyCode::Enter));
     let text = render(&app, 120, 20);
-    assert!(text.contains("/mat: 57.7 % of samples"), "{text}");
+    assert!(text.contains("/mat: 57.7 % of the total"), "{text}");
     // Per thread: the threads become the roots' children.
     app.on_key(key(KeyCode::Char('t')));
     insta::assert_snapshot!("flame_per_thread", render(&app, 120, 20));
+    // Tab: where it waited, runnable and blocked at the root.
+    app.on_key(key(KeyCode::Char('t')));
+    app.on_key(key(KeyCode::Tab));
+    let text = render(&app, 120, 20);
+    assert!(
+        text.contains("0.40 s runnable (waiting for a CPU) · 1.60 s blocked"),
+        "{text}"
+    );
+    assert!(text.contains("[blocked: sleeping in the kernel]"), "{text}");
+    insta::assert_snapshot!("flame_off_cpu", text);
+    app.on_key(key(KeyCode::Tab));
+    assert!(
+        render(&app, 120, 20).contains("samples · 99 Hz"),
+        "Tab cycles back to on-CPU"
+    );
     // Esc at the top leaves the view; q still quits from it.
     app.on_key(key(KeyCode::Esc));
     app.on_key(key(KeyCode::Esc));
     assert_eq!(app.view(), View::Main);
+}
+
+fn sample_off_cpu() -> kitty_core::profile::Profile {
+    use kitty_core::profile::{Profile, ProfileKind, StackSample, BLOCKED_FRAME, RUNNABLE_FRAME};
+    let s = |frames: &[&str], count| StackSample {
+        tid: 4002,
+        thread: "train.py".into(),
+        frames: frames.iter().map(|f| (*f).into()).collect(),
+        count,
+    };
+    Profile {
+        kind: ProfileKind::OffCpu,
+        pid: 4002,
+        comm: "train.py".into(),
+        duration_s: 5.0,
+        stacks: vec![
+            s(
+                &[
+                    BLOCKED_FRAME,
+                    "main",
+                    "recv",
+                    "tcp_recvmsg_[k]",
+                    "schedule_[k]",
+                ],
+                1_600_000,
+            ),
+            s(
+                &[RUNNABLE_FRAME, "main", "train_step", "schedule_[k]"],
+                400_000,
+            ),
+        ],
+        samples: 900,
+        runnable_us: 400_000,
+        blocked_us: 1_600_000,
+        ..Default::default()
+    }
 }
 
 #[test]

@@ -1,12 +1,15 @@
-//! The flame view's state: a finished profile, its tree, and where the user
-//! is in it (selected frame, zoom, search, merged or per-thread).
+//! The flame view's state: the finished profiles (on-CPU and off-CPU, one
+//! tab each), the shown one's tree, and where the user is in it (selected
+//! frame, zoom, search, merged or per-thread).
 
 use crossterm::event::{KeyCode, KeyEvent};
 use kitty_core::profile::flame::FlameTree;
 use kitty_core::profile::Profile;
 
 pub struct FlameState {
-    pub profile: Profile,
+    profiles: Vec<Profile>,
+    /// The shown profile.
+    tab: usize,
     pub tree: FlameTree,
     pub per_thread: bool,
     pub selected: usize,
@@ -29,10 +32,17 @@ pub enum Outcome {
 }
 
 impl FlameState {
-    pub fn new(profile: Profile) -> FlameState {
-        let tree = FlameTree::build(&profile, false);
+    /// The flame view of profiles taken together (at least one).
+    pub fn new(profiles: Vec<Profile>) -> FlameState {
+        let profiles = if profiles.is_empty() {
+            vec![Profile::default()]
+        } else {
+            profiles
+        };
+        let tree = FlameTree::build(&profiles[0], false);
         FlameState {
-            profile,
+            profiles,
+            tab: 0,
             tree,
             per_thread: false,
             selected: 0,
@@ -41,6 +51,25 @@ impl FlameState {
             typing: false,
             message: None,
         }
+    }
+
+    /// The profile shown.
+    pub fn profile(&self) -> &Profile {
+        &self.profiles[self.tab]
+    }
+
+    /// Every profile with whether it is shown (the tabs).
+    pub fn tabs(&self) -> impl Iterator<Item = (&Profile, bool)> {
+        self.profiles
+            .iter()
+            .enumerate()
+            .map(move |(i, p)| (p, i == self.tab))
+    }
+
+    fn rebuild(&mut self) {
+        self.tree = FlameTree::build(&self.profiles[self.tab], self.per_thread);
+        self.selected = 0;
+        self.zoom = 0;
     }
 
     pub fn on_key(&mut self, ev: KeyEvent) -> Outcome {
@@ -92,9 +121,16 @@ impl FlameState {
             }
             KeyCode::Char('t') => {
                 self.per_thread = !self.per_thread;
-                self.tree = FlameTree::build(&self.profile, self.per_thread);
-                self.selected = 0;
-                self.zoom = 0;
+                self.rebuild();
+            }
+            KeyCode::Tab | KeyCode::BackTab => {
+                let n = self.profiles.len();
+                self.tab = if ev.code == KeyCode::Tab {
+                    (self.tab + 1) % n
+                } else {
+                    (self.tab + n - 1) % n
+                };
+                self.rebuild();
             }
             KeyCode::Char('w') => return Outcome::Write,
             _ => return Outcome::NotMine,

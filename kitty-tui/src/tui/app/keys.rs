@@ -110,7 +110,7 @@ impl App {
     }
 
     /// The profile ended (or could not start).
-    pub fn profile_finished(&mut self, r: Result<kitty_core::profile::Profile, String>) {
+    pub fn profile_finished(&mut self, r: Result<Vec<kitty_core::profile::Profile>, String>) {
         self.profiling.running = None;
         match r {
             Ok(p) => self.profiling.flame = Some(flame::FlameState::new(p)),

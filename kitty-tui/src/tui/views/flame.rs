@@ -1,11 +1,14 @@
-//! The profile drill-down: while `p` samples a rank, a gauge (Esc
-//! cancels); then an icicle graph of its stacks: widths by samples, the
-//! selected frame, zoom and search hits; and what failed, if it did.
+//! The profile drill-down: while `p` profiles a rank, a gauge (Esc
+//! cancels); then an icicle graph of its stacks, one tab where it ran
+//! (on-CPU, widths by samples) and one where it waited (off-CPU, widths by
+//! time, runnable and blocked at the root): the selected frame, zoom and
+//! search hits; and what failed, if it did.
 
 use super::Ctx;
 use crate::tui::app::flame::FlameState;
 use crate::tui::profiler::{Progress, DURATION, FREQUENCY_HZ};
 use crate::tui::theme::Theme;
+use kitty_core::profile::ProfileKind;
 use ratatui::prelude::*;
 use ratatui::widgets::{Block, Gauge, Paragraph, Wrap};
 
@@ -17,7 +20,7 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         f.render_widget(
             Paragraph::new(format!("  the profile failed: {e}"))
                 .wrap(Wrap { trim: false })
-                .block(Block::bordered().title(" on-CPU profile ")),
+                .block(Block::bordered().title(" profile ")),
             area,
         );
     } else if let Some(fl) = app.flame() {
@@ -64,7 +67,7 @@ fn draw_running(f: &mut Frame, r: &Progress, area: Rect) {
     .areas(area);
     f.render_widget(
         Gauge::default()
-            .block(Block::bordered().title(" on-CPU profile "))
+            .block(Block::bordered().title(" profile: on-CPU and off-CPU "))
             .ratio(x.clamp(0.0, 1.0))
             .label(label),
         g,
@@ -72,13 +75,19 @@ fn draw_running(f: &mut Frame, r: &Progress, area: Rect) {
 }
 
 fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
-    let p = &fl.profile;
+    let p = fl.profile();
+    let how = match p.kind {
+        ProfileKind::OnCpu => format!("{} samples · {} Hz", fl.tree.total(), p.frequency_hz),
+        ProfileKind::OffCpu => format!(
+            "{:.2} s runnable (waiting for a CPU) · {:.2} s blocked",
+            p.runnable_us as f64 / 1e6,
+            p.blocked_us as f64 / 1e6
+        ),
+    };
     let title = format!(
-        " on-CPU profile · pid {} ({}) · {} samples · {} Hz · {:.1} s · {} ",
+        " pid {} ({}) · {how} · {:.1} s · {} ",
         p.pid,
         p.comm,
-        fl.tree.total(),
-        p.frequency_hz,
         p.duration_s,
         if fl.per_thread {
             "per thread"
@@ -86,7 +95,17 @@ fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
             "merged"
         }
     );
-    let block = Block::bordered().title(title);
+    // The tabs: on-CPU where it runs, off-CPU where it waits.
+    let mut tabs: Vec<Span> = vec![Span::raw(" ")];
+    for (q, shown) in fl.tabs() {
+        let name = format!(" {} ", q.kind.title());
+        tabs.push(if shown {
+            Span::styled(name, th.title())
+        } else {
+            Span::styled(name, th.dim())
+        });
+    }
+    let block = Block::bordered().title(Line::from(tabs)).title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [graph, status] =
@@ -99,10 +118,13 @@ fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
         _ => (vec![false; fl.tree.nodes.len()], None),
     };
     if fl.tree.total() == 0 {
-        f.render_widget(
-            Paragraph::new("  no samples: the process did not run on a CPU while it was sampled"),
-            graph,
-        );
+        let why = match p.kind {
+            ProfileKind::OnCpu => {
+                "  no samples: the process did not run on a CPU while it was sampled (Tab: where it waited)"
+            }
+            ProfileKind::OffCpu => "  no waits: the process never left a CPU while it was watched",
+        };
+        f.render_widget(Paragraph::new(why), graph);
     } else {
         let base = fl.tree.nodes[fl.zoom].depth;
         paint(
@@ -122,9 +144,10 @@ fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
     let mut lines = vec![Line::from(vec![
         Span::styled(format!(" {} ", sel.name), th.title()),
         Span::raw(format!(
-            " total {:.1} % ({} samples, {:.1} % of the zoom) · self {:.1} %",
+            " total {:.1} % ({} {}, {:.1} % of the zoom) · self {:.1} %",
             fl.tree.pct(sel.total),
             sel.total,
+            p.kind.unit(),
             sel.total as f64 * 100.0 / zoom_total as f64,
             fl.tree.pct(sel.self_count)
         )),
@@ -134,7 +157,7 @@ fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
         p.lost_user_stacks, p.lost_kernel_stacks, p.collisions, p.dropped
     );
     if let (Some(q), Some(s)) = (&fl.search, share) {
-        second.push_str(&format!(" · /{q}: {s:.1} % of samples"));
+        second.push_str(&format!(" · /{q}: {s:.1} % of the total"));
     } else if fl.typing {
         second.push_str(" · /");
     }
@@ -146,7 +169,7 @@ fn draw_graph(f: &mut Frame, fl: &FlameState, area: Rect, th: &Theme) {
         .unwrap_or_default();
     lines.push(Line::styled(format!(" {third}"), th.dim()));
     lines.push(Line::styled(
-        " ←→/hl frame · ↑↓/kj caller/callee · enter zoom · esc out · / search · t threads · w write",
+        " ←→/hl frame · ↑↓/kj caller/callee · enter zoom · esc out · / search · t threads · Tab on/off-CPU · w write",
         th.dim(),
     ));
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), status);

@@ -28,8 +28,14 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         "  :seek +30s | -2m | 12:03:04 | start | end      (replay)",
     ));
     lines.push(Line::raw(""));
+    lines.push(Line::styled("Flame view (after p)", th.title()));
+    lines.push(Line::raw(
+        "  ←→ hl frame  ↑↓ kj caller/callee  Enter zoom  / search  t per thread  Tab on-CPU | off-CPU  w write",
+    ));
+    lines.push(Line::raw(""));
     lines.push(Line::raw(format!("Key bindings: {}", km.source_text())));
     lines.push(Line::raw("Cells are highlighted when a rank is an outlier against its peers: yellow warning, red critical."));
+    lines.push(Line::raw("A ↳ verdict is a consequence of another rank's (its cause is named); findings are steady-window placement issues with their remedy, never stragglers."));
     f.render_widget(Clear, area);
     f.render_widget(
         Paragraph::new(lines)
