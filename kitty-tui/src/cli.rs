@@ -237,9 +237,10 @@ pub struct DoctorArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub sampling: Sampling,
-    /// Address to listen on. The data names processes and peers: binding
+    /// Address to listen on (9977: away from node_exporter's 9100 and
+    /// dcgm-exporter's 9400). The data names processes and peers: binding
     /// all interfaces (0.0.0.0) is an explicit choice.
-    #[arg(long, default_value = "127.0.0.1:9100")]
+    #[arg(long, default_value = "127.0.0.1:9977")]
     pub listen: std::net::SocketAddr,
     /// Keep an exited rank's series this long (at most 24h).
     #[arg(long, default_value = "60s", value_parser = grace)]
@@ -247,6 +248,10 @@ pub struct ServeArgs {
     /// Opt-in per-socket series: at most N sockets per rank (0: none).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=64))]
     pub socket_series: u32,
+    /// Add a `pid` label to rank series (off: it changes with every
+    /// restart and multiplies series).
+    #[arg(long)]
+    pub pid_labels: bool,
 }
 
 #[derive(Args, Debug)]

@@ -24,6 +24,7 @@ pub fn sampler_config(s: &Sampling) -> Result<SamplerConfig, UsageError> {
     }
     let (key, value) = WatchRule::parse_env(&s.watch_env).map_err(UsageError)?;
     Ok(SamplerConfig {
+        node: kitty_core::sources::node::node_name(&roots.proc),
         roots,
         rule: WatchRule {
             key,

@@ -177,7 +177,7 @@ fn hostile_names_do_not_forge_or_break_metrics() {
     // Wait until every hostile rank is in the exposition.
     let body = wait_until(20, || {
         let (st, b) = http_get(&addr, "/metrics", &[]).ok()?;
-        (st == 200 && b.matches("kitty_threads{").count() >= 8).then_some(b)
+        (st == 200 && b.matches("kitty_rank_threads{").count() >= 8).then_some(b)
     })
     .expect("serve shows the ranks");
     assert!(raw_controls(body.as_bytes()).is_empty());

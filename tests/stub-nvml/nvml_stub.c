@@ -114,6 +114,15 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int n) {
     snprintf(name, n, "%s", v);
     return OK;
 }
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int n) {
+    DEV(d);
+    char key[64], v[96];
+    snprintf(v, sizeof v, "GPU-5a1b0000-0000-4000-8000-%012u", i);
+    snprintf(key, sizeof key, "gpu.%u.uuid", i);
+    lookup(key, v, sizeof v);
+    snprintf(uuid, n, "%s", v);
+    return OK;
+}
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
     DEV(d);
     u->gpu = (unsigned int)gnum(i, "util", 95);

@@ -246,6 +246,10 @@ impl Labels {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RankFrame {
     pub key: ProcKey,
+    /// The node the rank runs on, in a frame that spans nodes (the cluster
+    /// view); a node's own frames leave it out (it is `Frame::node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<Text>,
     pub comm: Text,
     pub labels: Labels,
     /// Single-letter process state from /proc/<pid>/stat (R, S, D, Z...).
@@ -464,6 +468,9 @@ named_enum! {
 pub struct GpuFrame {
     pub index: u32,
     pub name: Text,
+    /// The GPU's UUID (`GPU-...`): what dcgm-exporter's `UUID` label joins on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<Text>,
     pub signals: Signals,
     #[serde(default, deserialize_with = "gpu_status")]
     pub status: GpuStatus,

@@ -22,20 +22,6 @@ pub fn wall_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// This node's name: `NODE_NAME` when set (Kubernetes' downward API), else
-/// the host name.
-pub fn node_name() -> String {
-    if let Some(n) = std::env::var("NODE_NAME")
-        .ok()
-        .filter(|n| !n.trim().is_empty())
-    {
-        return n.trim().to_string();
-    }
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 /// Parses "500ms", "5s", "2m", "1h30m".
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration {s:?}: {e}"))

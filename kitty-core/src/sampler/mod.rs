@@ -44,7 +44,7 @@ impl Default for SamplerConfig {
             rule: WatchRule::default(),
             interval: Duration::from_millis(500),
             discovery_every: Duration::from_secs(5),
-            node: crate::model::time::node_name(),
+            node: crate::sources::node::node_name(std::path::Path::new("/proc")),
             sock_diag: true,
             hints: WatchHints::default(),
         }

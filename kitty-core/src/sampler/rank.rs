@@ -120,6 +120,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
     };
 
     RankFrame {
+        node: None,
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),

@@ -10,6 +10,7 @@ pub mod host;
 pub mod labels;
 pub mod nccl_env;
 pub mod netstat;
+pub mod node;
 pub mod nvml;
 pub mod process;
 pub mod sched;

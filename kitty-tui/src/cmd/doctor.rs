@@ -63,7 +63,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
     if a.json {
         let doc = Report {
             kitty_version: kitty_core::KITTY_VERSION,
-            node: kitty_core::model::time::node_name(),
+            node: kitty_core::sources::node::node_name(&a.node.proc_root),
             checks: &checks,
         };
         serde_json::to_writer_pretty(&mut out, &doc).map_err(std::io::Error::from)?;

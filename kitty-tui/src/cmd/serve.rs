@@ -50,6 +50,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let exporter = ExporterConfig {
         grace: a.grace,
         socket_series: a.socket_series as usize,
+        pid_label: a.pid_labels,
     };
     let renderer = std::thread::Builder::new()
         .name("kitty-exporter".into())

@@ -74,6 +74,8 @@ type Reading = (Instant, u64);
 #[derive(Default)]
 struct PollState {
     names: HashMap<u32, Text>,
+    /// UUIDs, read once per GPU (they never change).
+    uuids: HashMap<u32, Text>,
     energy_prev: HashMap<u32, Reading>,
     /// NVLink throughput counters (KiB) per GPU: tx, rx.
     nvlink_prev: HashMap<u32, (Reading, Reading)>,
@@ -105,6 +107,7 @@ fn read_gpu(
         Err(NvmlError::GpuLost) => {
             g.status = GpuStatus::Lost;
             g.name = st.names.get(&i).cloned().unwrap_or_default();
+            g.uuid = st.uuids.get(&i).cloned();
             return g;
         }
         Err(e) => {
@@ -118,6 +121,13 @@ fn read_gpu(
     } else if let Ok(n) = dev.name() {
         g.name = Text::new(&n);
         st.names.insert(i, g.name.clone());
+    }
+    if let Some(u) = st.uuids.get(&i) {
+        g.uuid = Some(u.clone());
+    } else if let Ok(u) = dev.uuid() {
+        let u = Text::new(&u);
+        st.uuids.insert(i, u.clone());
+        g.uuid = Some(u);
     }
     let mut sig = Signals::new();
     let mut lost = false;

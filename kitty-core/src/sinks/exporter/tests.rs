@@ -1,0 +1,132 @@
+use super::*;
+use crate::model::*;
+
+fn frame(t: u64, with_rank: bool) -> Frame {
+    let mut f = Frame {
+        mono_ns: t * 1_000_000_000,
+        wall_ns: 1_700_000_000_000_000_000 + t * 1_000_000_000,
+        node: "n1".into(),
+        ..Default::default()
+    };
+    if with_rank {
+        let mut signals = Signals::new();
+        signals.set(Sig::RunDelayMsPerS, 250.0);
+        signals.set(Sig::RetransPerS, 4.0);
+        signals.set(Sig::TxQueueBytes, 1000.0);
+        signals.set(Sig::SrttMaxUs, 2000.0);
+        signals.set(Sig::GpuUtilPct, 50.0);
+        let mut histograms = Histograms::default();
+        histograms.insert(HistKind::RttUs, vec![(30.0, 3), (3000.0, 1)]);
+        f.ranks.push(RankFrame {
+            key: ProcKey {
+                pid: 7,
+                start_time: 1,
+            },
+            comm: "x".into(),
+            labels: Labels {
+                rank: Some(3),
+                job: Some("j".into()),
+                job_id: Some("master:10.0.0.1:29500".into()),
+                slurm_job_id: Some("4242".into()),
+                ..Default::default()
+            },
+            gpu: Some(0),
+            signals,
+            histograms,
+            sockets: vec![SocketFrame {
+                state: "ESTABLISHED".into(),
+                info: Some(TcpInfo {
+                    rtt_us: 2000,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        f.gpus.push(GpuFrame {
+            index: 0,
+            name: "H200".into(),
+            uuid: Some("GPU-1234".into()),
+            ..Default::default()
+        });
+    }
+    f.sources.insert(Source::Procfs, SourceStatus::ok());
+    f
+}
+
+#[test]
+fn counters_accumulate_rates_in_base_units_and_labels_join() {
+    let mut e = Exporter::new(ExporterConfig::default());
+    e.update(&frame(0, true));
+    let om = e.update(&frame(2, true));
+    let rank = r#"node="n1",training_job="j",training_job_id="master:10.0.0.1:29500",slurm_job_id="4242",hpc_job="4242",rank="3",gpu="0",UUID="GPU-1234""#;
+    // 250 ms/s over 2 s: 0.5 s of run delay.
+    assert!(
+        om.contains(&format!("kitty_rank_run_delay_seconds_total{{{rank}}} 0.5")),
+        "{om}"
+    );
+    assert!(
+        om.contains(&format!("kitty_rank_tcp_retransmits_total{{{rank}}} 8.0")),
+        "{om}"
+    );
+    assert!(
+        om.contains("# TYPE kitty_rank_tcp_retransmits counter"),
+        "{om}"
+    );
+    assert!(
+        om.contains(&format!("kitty_rank_tcp_tx_queue_bytes{{{rank}}} 1000.0")),
+        "{om}"
+    );
+    assert!(
+        om.contains(&format!("kitty_rank_tcp_srtt_max_seconds{{{rank}}} 0.002")),
+        "{om}"
+    );
+    // No pid by default, no `job` label, no per-tick percentile gauges.
+    assert!(!om.contains("pid=\""), "{om}");
+    assert!(!om.contains(" job=\"") && !om.contains("{job=\""), "{om}");
+    assert!(!om.contains("rtt_p50"), "{om}");
+    // The GPU copy on the rank is on the GPU's series instead.
+    assert!(!om.contains("kitty_rank_gpu_util"), "{om}");
+    // The probes' buckets: two ticks of 3 samples <= 50 us and 1 <= 5 ms.
+    assert!(
+        om.contains(&format!(
+            "kitty_rank_tcp_rtt_seconds_bucket{{le=\"0.00005\",{rank}}} 6"
+        )),
+        "{om}"
+    );
+    assert!(
+        om.contains(&format!("kitty_rank_tcp_rtt_seconds_count{{{rank}}} 8")),
+        "{om}"
+    );
+    assert!(
+        om.contains(r#"kitty_gpu_up{node="n1",gpu="0",UUID="GPU-1234",model="H200"} 1.0"#),
+        "{om}"
+    );
+    assert!(
+        om.contains("kitty_last_frame_timestamp_seconds{node=\"n1\"} 1700000002"),
+        "{om}"
+    );
+    assert!(om.trim_end().ends_with("# EOF"));
+    let text = to_prometheus_text(&om);
+    assert!(text.contains("# TYPE kitty_rank_run_delay_seconds_total counter"));
+    assert!(!text.contains("# EOF"));
+}
+
+#[test]
+fn exited_ranks_stay_for_the_grace_period() {
+    let mut e = Exporter::new(ExporterConfig::default());
+    e.update(&frame(0, true));
+    assert!(e.update(&frame(30, false)).contains("rank=\"3\""));
+    let later = e.update(&frame(120, false));
+    assert!(!later.contains("rank=\"3\""), "{later}");
+}
+
+#[test]
+fn pids_are_labels_only_when_asked() {
+    let mut e = Exporter::new(ExporterConfig {
+        pid_label: true,
+        ..Default::default()
+    });
+    let om = e.update(&frame(0, true));
+    assert!(om.contains(r#"rank="3",pid="7""#), "{om}");
+}
