@@ -26,7 +26,8 @@ use std::time::Duration;
         kitty-tui replay run.kitty\n  \
         sudo kitty-tui snapshot --json --duration 5s | jq .verdicts\n  \
         sudo kitty-tui demo --straggler net-delay    50 ms on one rank's link\n  \
-        sudo kitty-tui profile --pid 4242 --format svg -o rank3.svg\n\n\
+        sudo kitty-tui profile --pid 4242 --format svg -o rank3.svg\n  \
+        kitty-tui cluster --prometheus http://prometheus:9090 --job llama-70b\n\n\
         Exit status: 0 success, 1 a runtime failure (or a doctor check failed), \
         2 a usage error (bad option or argument), 141 output closed early (a closed pipe)."
 )]
@@ -143,6 +144,42 @@ fn duration(s: &str) -> Result<Duration, String> {
     )
 }
 
+fn cluster_interval(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_secs(1),
+        Duration::from_secs(600),
+        "the interval",
+    )
+}
+
+fn rate_window(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_secs(2),
+        Duration::from_secs(3600),
+        "the rate window",
+    )
+}
+
+fn stale_after(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_secs(5),
+        Duration::from_secs(3600),
+        "--stale-after",
+    )
+}
+
+fn request_timeout(s: &str) -> Result<Duration, String> {
+    bounded(
+        s,
+        Duration::from_millis(100),
+        Duration::from_secs(60),
+        "the timeout",
+    )
+}
+
 fn grace(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::ZERO, bounds::MAX_GRACE, "the grace period")
 }
@@ -170,6 +207,10 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Serve Prometheus / OpenMetrics metrics, /healthz and /api/snapshot over HTTP.
     Serve(ServeArgs),
+    /// The same triage across every node of a job, read from Prometheus
+    /// (each node runs `kitty-tui serve`; PromQL only, so Thanos, Mimir and
+    /// VictoriaMetrics work too).
+    Cluster(ClusterArgs),
     /// Open the TUI over a recording (pause, step, seek, speed).
     Replay(ReplayArgs),
     /// Convert a recording into rows for pandas, jq or a spreadsheet.
@@ -252,6 +293,54 @@ pub struct ServeArgs {
     /// restart and multiplies series).
     #[arg(long)]
     pub pid_labels: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// The Prometheus HTTP API's base URL (with its path prefix, if any).
+    #[arg(long, value_name = "URL", env = "KITTY_PROMETHEUS")]
+    pub prometheus: String,
+    /// Only this training job (its `training_job` label).
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
+    /// Only nodes whose name matches this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    pub node_selector: Option<String>,
+    /// How often the view refreshes (1s to 10m).
+    #[arg(long, default_value = "5s", value_parser = cluster_interval)]
+    pub interval: Duration,
+    /// The rate() window: at least two scrape intervals (2s to 1h).
+    #[arg(long, default_value = "1m", value_parser = rate_window, value_name = "DURATION")]
+    pub window: Duration,
+    /// A node whose last frame is older than this is shown stale (5s to 1h).
+    #[arg(long, default_value = "60s", value_parser = stale_after, value_name = "DURATION")]
+    pub stale_after: Duration,
+    /// Send `Authorization: Bearer` with the token in FILE (read at every refresh).
+    #[arg(long, value_name = "FILE", conflicts_with = "basic_auth_user")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// Basic auth user (the password comes from --basic-auth-password-file).
+    #[arg(long, value_name = "USER", requires = "basic_auth_password_file")]
+    pub basic_auth_user: Option<String>,
+    #[arg(long, value_name = "FILE", requires = "basic_auth_user")]
+    pub basic_auth_password_file: Option<PathBuf>,
+    /// Trust the certificates in this PEM file (an https:// URL with a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Deadline of one request to Prometheus or a node (100ms to 60s).
+    #[arg(long, default_value = "5s", value_parser = request_timeout)]
+    pub timeout: Duration,
+    /// Record what the view shows to FILE (`replay` opens it).
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub record: Option<PathBuf>,
+    /// Replace an existing file that is not a kitty recording.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the cluster's state as one JSON document instead of the TUI.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: refresh for this long first (at least two refreshes).
+    #[arg(long, default_value = "5s", value_parser = duration, requires = "json")]
+    pub duration: Duration,
 }
 
 #[derive(Args, Debug)]

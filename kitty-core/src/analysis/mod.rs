@@ -3,13 +3,15 @@
 //! an absolute floor), raised only after it persists and released with
 //! hysteresis. The stages, in order: link attribution (`links`), the
 //! verdicts (`verdicts`, from the `rules`), their causes and consequences
-//! (`causes`), the long-window placement findings (`findings`). `bands` and
+//! (`causes`), whole slow nodes in a frame that spans nodes (`nodes`), the
+//! long-window placement findings (`findings`). `bands` and
 //! `talkers` are view models computed from frames for the TUI.
 
 pub mod bands;
 pub mod causes;
 pub mod findings;
 pub mod links;
+pub mod nodes;
 pub mod peers;
 pub mod rules;
 pub mod talkers;
@@ -57,6 +59,8 @@ pub struct Analysis {
     findings: findings::Findings,
     /// The findings of the previous frame (to announce new ones once).
     shown: Vec<(crate::model::FindingKind, Vec<u32>)>,
+    /// The node verdicts of the previous frame.
+    shown_nodes: Vec<(crate::model::Text, crate::model::Sig)>,
 }
 
 impl Analysis {
@@ -67,6 +71,7 @@ impl Analysis {
             causes: Default::default(),
             findings: Default::default(),
             shown: Vec::new(),
+            shown_nodes: Vec::new(),
         }
     }
 
@@ -94,6 +99,25 @@ impl Analysis {
             ));
         }
         frame.verdicts = verdicts;
+        frame.node_verdicts = nodes::judge(frame);
+        for n in &frame.node_verdicts {
+            if !self
+                .shown_nodes
+                .iter()
+                .any(|(node, sig)| *node == n.node && *sig == n.signal)
+            {
+                frame.events.push(Event::new(
+                    frame.wall_ns,
+                    EventKind::VerdictRaised,
+                    n.message.as_str(),
+                ));
+            }
+        }
+        self.shown_nodes = frame
+            .node_verdicts
+            .iter()
+            .map(|n| (n.node.clone(), n.signal))
+            .collect();
         let findings = self.findings.apply(&self.cfg, frame);
         for f in &findings {
             let seen = frame_had(&self.shown, f);

@@ -76,7 +76,8 @@ fn values_of(frame: &Frame, members: &[usize], sig: Sig) -> Vec<(usize, f64)> {
 /// The ranks of each job (name and launch), by index.
 pub fn jobs(frame: &Frame) -> BTreeMap<(Option<Text>, Option<Text>), Vec<usize>> {
     let mut jobs: BTreeMap<(Option<Text>, Option<Text>), Vec<usize>> = BTreeMap::new();
-    for (i, r) in frame.ranks.iter().enumerate() {
+    // Stale ranks (a node that stopped reporting) are shown, not compared.
+    for (i, r) in frame.ranks.iter().enumerate().filter(|(_, r)| !r.stale) {
         jobs.entry((r.labels.job.clone(), r.labels.job_id.clone()))
             .or_default()
             .push(i);

@@ -73,9 +73,35 @@ pub enum End {
     SourceDied,
 }
 
+/// What makes frames at a steady interval: this node's sampler, or the
+/// cluster view's reader of Prometheus.
+pub trait FrameSource: Send {
+    fn interval(&self) -> Duration;
+    fn tick(&mut self) -> Frame;
+}
+
+impl FrameSource for Sampler {
+    fn interval(&self) -> Duration {
+        self.config().interval
+    }
+    fn tick(&mut self) -> Frame {
+        Sampler::tick(self)
+    }
+}
+
 impl Engine {
-    /// Starts sampling; frames arrive on the returned [`Frames`].
+    /// Starts sampling this node; frames arrive on the returned [`Frames`].
     pub fn start(cfg: SamplerConfig, pipeline: Pipeline, delivery: Delivery) -> (Engine, Frames) {
+        Engine::start_source(Box::new(Sampler::new(cfg)), pipeline, delivery)
+    }
+
+    /// Starts any frame source (the same pipeline, analysis and delivery).
+    pub fn start_source(
+        source: Box<dyn FrameSource>,
+        pipeline: Pipeline,
+        delivery: Delivery,
+    ) -> (Engine, Frames) {
+        let cfg = source;
         let q = Arc::new(queue::Queue::new(delivery));
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, q2) = (stop.clone(), q.clone());
@@ -161,10 +187,14 @@ impl Drop for Frames {
     }
 }
 
-fn run(cfg: SamplerConfig, mut pipeline: Pipeline, q: &queue::Queue, stop: &AtomicBool) {
-    let mut ticker = clock::Ticker::new(cfg.interval);
-    let interval = cfg.interval;
-    let mut sampler = Sampler::new(cfg);
+fn run(
+    mut sampler: Box<dyn FrameSource>,
+    mut pipeline: Pipeline,
+    q: &queue::Queue,
+    stop: &AtomicBool,
+) {
+    let interval = sampler.interval();
+    let mut ticker = clock::Ticker::new(interval);
     let mut analysis = Analysis::new(pipeline.analysis.clone());
     let mut missed = 0;
     while !stop.load(Ordering::SeqCst) {

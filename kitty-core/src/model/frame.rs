@@ -54,11 +54,19 @@ pub struct Frame {
     /// with the remedy it points at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// Whole nodes whose every rank of a job stands out the same way (in a
+    /// frame that spans nodes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_verdicts: Vec<NodeVerdict>,
     /// Frames the engine dropped before delivering this one, because its
     /// consumer was slower than the interval (only a view may drop; a
     /// recorder never does).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_frames: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -86,6 +94,8 @@ named_enum! {
         EbpfFlow = "ebpf.flow",
         EbpfEvents = "ebpf.events",
         Nvml = "nvml",
+        /// The cluster view's Prometheus.
+        Prometheus = "prometheus",
     }
 }
 
@@ -250,6 +260,14 @@ pub struct RankFrame {
     /// view); a node's own frames leave it out (it is `Frame::node`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<Text>,
+    /// Its node stopped reporting (cluster view): the data is its last,
+    /// kept on screen and out of the comparison.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stale: bool,
+    /// Where its node's `kitty-tui serve` answers (`host:port`, the scrape
+    /// target), for the cluster view's drill-down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<Text>,
     pub comm: Text,
     pub labels: Labels,
     /// Single-letter process state from /proc/<pid>/stat (R, S, D, Z...).
@@ -633,6 +651,19 @@ named_enum! {
         /// A busy process that is not a rank may run on pinned ranks' CPUs.
         BusyNeighbour = "busy_neighbour",
     }
+}
+
+/// A node whose every rank of a job has the same verdict: the node, not
+/// one rank, is slow ("node gpu-017: all 8 ranks 3x the job's run delay").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeVerdict {
+    pub node: Text,
+    pub job: Option<Text>,
+    pub signal: Sig,
+    pub ranks: Vec<Option<u32>>,
+    /// The ranks' mean ratio against their peers.
+    pub ratio: f64,
+    pub message: Text,
 }
 
 /// A slow-window observation about a job's placement (seed 003's

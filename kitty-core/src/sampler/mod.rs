@@ -4,6 +4,7 @@
 //! (discovery), the processes, their sockets per network namespace, the rank
 //! frames, the host, and the sources' status.
 
+pub mod cluster;
 mod host;
 pub mod identity;
 mod neighbours;

@@ -121,6 +121,8 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
 
     RankFrame {
         node: None,
+        stale: false,
+        endpoint: None,
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),

@@ -4,8 +4,8 @@
 
 use crate::model::time::rfc3339_ns;
 use crate::model::{
-    CgroupCpu, Event, EventKind, Finding, FlowFrame, Frame, GpuStatus, RanInstead, Signals,
-    Sources, StepTimes, Text, Verdict,
+    CgroupCpu, Event, EventKind, Finding, FlowFrame, Frame, GpuStatus, NodeVerdict, RanInstead,
+    Signals, Sources, StepTimes, Text, ThreadFrame, Verdict,
 };
 use serde::Serialize;
 
@@ -25,6 +25,12 @@ pub struct Snapshot<'a> {
     pub host: Host<'a>,
     pub netns: Vec<Netns<'a>>,
     pub verdicts: &'a [Verdict],
+    /// Whole slow nodes (cluster view only).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub node_verdicts: &'a [NodeVerdict],
+    /// Nodes whose series stopped (cluster view only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_nodes: Vec<&'a Text>,
     pub findings: &'a [Finding],
     pub job_step_ms: &'a StepTimes,
     pub flows: &'a [FlowFrame],
@@ -33,6 +39,12 @@ pub struct Snapshot<'a> {
 
 #[derive(Serialize)]
 pub struct Rank<'a> {
+    /// The rank's node (cluster view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<&'a Text>,
+    /// Its node stopped reporting: the data is its last (cluster view).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub pid: u32,
@@ -47,6 +59,8 @@ pub struct Rank<'a> {
     pub state: &'a Text,
     pub signals: &'a Signals,
     pub sockets: Vec<Socket<'a>>,
+    /// The busiest threads by run-queue delay.
+    pub threads: &'a [ThreadFrame],
     pub affinity: &'a [(u32, u32)],
     pub ran_instead: &'a [RanInstead],
     pub cgroup_cpu: Option<&'a CgroupCpu>,
@@ -117,6 +131,8 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
             .ranks
             .iter()
             .map(|r| Rank {
+                node: r.node.as_ref(),
+                stale: r.stale,
                 rank: r.labels.rank,
                 local_rank: r.labels.local_rank,
                 pid: r.key.pid,
@@ -144,6 +160,7 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
                         signals: &s.signals,
                     })
                     .collect(),
+                threads: &r.threads,
                 affinity: &r.affinity,
                 ran_instead: &r.ran_instead,
                 cgroup_cpu: r.cgroup_cpu.as_ref(),
@@ -185,6 +202,18 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
             })
             .collect(),
         verdicts: &f.verdicts,
+        node_verdicts: &f.node_verdicts,
+        stale_nodes: {
+            let mut n: Vec<&Text> = f
+                .ranks
+                .iter()
+                .filter(|r| r.stale)
+                .filter_map(|r| r.node.as_ref())
+                .collect();
+            n.sort();
+            n.dedup();
+            n
+        },
         findings: &f.findings,
         job_step_ms: &f.job_step_ms,
         flows: &f.flows,

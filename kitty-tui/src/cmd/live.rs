@@ -4,7 +4,6 @@ use super::check_output;
 use crate::cli::LiveArgs;
 use crate::pipeline;
 use color_eyre::eyre::Result;
-use kitty_core::sampler::SamplerConfig;
 use kitty_core::sinks::files::{self as output, Kind, Target};
 use kitty_core::sinks::record::{Header, Sink, Writer};
 
@@ -12,7 +11,8 @@ use kitty_core::sinks::record::{Header, Sink, Writer};
 pub fn recorder(
     path: Option<&std::path::Path>,
     force: bool,
-    cfg: &SamplerConfig,
+    host: &str,
+    interval: std::time::Duration,
 ) -> Result<Option<(Writer, String)>> {
     let Some(p) = path else { return Ok(None) };
     let Target::File(p) = check_output(p, Kind::Recording, force)? else {
@@ -23,17 +23,17 @@ pub fn recorder(
     };
     let file = output::create_in_place(&p)?;
     let name = p.display().to_string();
-    let w = Writer::new(
-        Sink::File(file),
-        name.clone(),
-        &Header::now(&cfg.node, cfg.interval),
-    )?;
+    let w = Writer::new(Sink::File(file), name.clone(), &Header::now(host, interval))?;
     Ok(Some((w, name)))
 }
 
 pub fn run(a: LiveArgs) -> Result<i32> {
     let cfg = pipeline::sampler_config(&a.sampling)?;
-    let rec = recorder(a.record.as_deref(), a.force, &cfg)?;
+    let rec = recorder(a.record.as_deref(), a.force, &cfg.node, cfg.interval)?;
     let p = pipeline::build(&a.sampling, &cfg);
-    Ok(crate::tui::run_live(cfg, p, rec)?)
+    Ok(crate::tui::run_live(
+        Box::new(kitty_core::sampler::Sampler::new(cfg)),
+        p,
+        rec,
+    )?)
 }

@@ -1,6 +1,7 @@
 //! Commands: each file turns its arguments into an engine and a sink (or
 //! reads a recording), and reports failures as errors with context.
 
+mod cluster;
 mod demo;
 mod doctor;
 mod export;
@@ -23,6 +24,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Snapshot(a)) => snapshot::run(a),
         Some(Command::Doctor(a)) => doctor::run(a),
         Some(Command::Serve(a)) => serve::run(a),
+        Some(Command::Cluster(a)) => cluster::run(a),
         Some(Command::Replay(a)) => replay::run(a),
         Some(Command::Export(a)) => export::run(a),
         Some(Command::Profile(a)) => profile::run(a),

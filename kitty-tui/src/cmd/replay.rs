@@ -60,17 +60,18 @@ fn dump(mut r: Reader) -> Result<i32> {
                         .iter()
                         .filter_map(|s| rank.signal(*s).map(|v| format!("{s}={}", value(*s, v))))
                         .collect();
-                    writeln!(
-                        out,
-                        "  {} pid {} {} {}",
-                        rank.display_name(),
-                        rank.key.pid,
-                        rank.comm,
-                        sig.join(" ")
-                    )?;
+                    // A cluster recording names the node instead of a pid.
+                    let whose = match rank.node.as_deref() {
+                        Some(n) => format!("on {n}{}", if rank.stale { " (stale)" } else { "" }),
+                        None => format!("pid {} {}", rank.key.pid, rank.comm),
+                    };
+                    writeln!(out, "  {} {whose} {}", rank.display_name(), sig.join(" "))?;
                 }
                 for v in &f.verdicts {
                     writeln!(out, "  VERDICT {}", v.message)?;
+                }
+                for v in &f.node_verdicts {
+                    writeln!(out, "  NODE VERDICT {}", v.message)?;
                 }
                 for e in &f.events {
                     writeln!(out, "  EVENT {}", e.message)?;

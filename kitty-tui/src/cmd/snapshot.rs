@@ -1,13 +1,14 @@
 //! `snapshot --json`: sample for a while, print the final frame as JSON
-//! (with every event of the run). `demo --headless` uses it too.
+//! (with every event of the run). `demo --headless` and `cluster --json`
+//! use it too.
 
 use super::{at_least_one_interval, stop_flag};
 use crate::cli::SnapshotArgs;
 use crate::pipeline;
 use color_eyre::eyre::{eyre, Result};
-use kitty_core::engine::{Delivery, End, Engine, Pipeline};
+use kitty_core::engine::{Delivery, End, Engine, FrameSource, Pipeline};
 use kitty_core::model::Frame;
-use kitty_core::sampler::SamplerConfig;
+use kitty_core::sampler::Sampler;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -16,14 +17,18 @@ pub fn run(a: SnapshotArgs) -> Result<i32> {
     let cfg = pipeline::sampler_config(&a.sampling)?;
     at_least_one_interval("the duration", a.duration, cfg.interval)?;
     let p = pipeline::build(&a.sampling, &cfg);
-    run_with(cfg, p, a.duration)
+    run_with(Box::new(Sampler::new(cfg)), p, a.duration)
 }
 
 /// Samples for `duration` (and at least two frames, so rates exist) and
 /// prints the final state.
-pub fn run_with(cfg: SamplerConfig, pipeline: Pipeline, duration: Duration) -> Result<i32> {
+pub fn run_with(
+    source: Box<dyn FrameSource>,
+    pipeline: Pipeline,
+    duration: Duration,
+) -> Result<i32> {
     let stop = stop_flag();
-    let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
+    let (mut engine, frames) = Engine::start_source(source, pipeline, Delivery::Lossless);
     let start = Instant::now();
     let mut last: Option<Frame> = None;
     // Events happen in one frame each: keep all of them for the document.

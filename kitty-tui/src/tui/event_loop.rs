@@ -1,8 +1,10 @@
 //! The event loop: one channel carries input, frames and signals into the
 //! app (bottom's habit); the screen is redrawn only when something changed;
-//! what the app asks for (a profile, writing it) is carried out here.
+//! what the app asks for (a profile, writing it, a cluster drill-down) is
+//! carried out here.
 
 use super::app::{App, Request};
+use super::driller::Driller;
 use super::profiler::{self, Profiler};
 use super::views;
 use crossterm::event::{Event as TermEvent, KeyEventKind};
@@ -67,7 +69,7 @@ pub fn spawn_signals(tx: mpsc::Sender<Msg>) {
 }
 
 /// Carries out what the app asked for.
-fn serve_requests(app: &mut App, profiler: &mut Profiler) {
+fn serve_requests(app: &mut App, profiler: &mut Profiler, driller: &mut Driller) {
     for r in app.take_requests() {
         match r {
             Request::Profile { pid, name } => {
@@ -80,6 +82,12 @@ fn serve_requests(app: &mut App, profiler: &mut Profiler) {
                     app.profile_written(said);
                 }
             }
+            Request::Drill {
+                key,
+                endpoint,
+                job,
+                rank,
+            } => driller.start(key, endpoint, job, rank),
         }
     }
 }
@@ -93,6 +101,7 @@ pub fn run<B: ratatui::backend::Backend>(
     let mut dirty = true;
     let mut shown_at = Instant::now();
     let mut profiler = Profiler::default();
+    let mut driller = Driller::default();
     loop {
         if dirty {
             term.draw(|f| views::draw(f, app))?;
@@ -106,8 +115,7 @@ pub fn run<B: ratatui::backend::Backend>(
             .replay()
             .and_then(|r| r.next_due())
             .map(|d| shown_at + d);
-        let profile_tick = profiler
-            .running()
+        let profile_tick = (profiler.running() || driller.running())
             .then(|| Instant::now() + Duration::from_millis(200));
         let wake = match (replay_due, profile_tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -128,6 +136,10 @@ pub fn run<B: ratatui::backend::Backend>(
             app.profile_finished(res);
             dirty = true;
         } else if profiler.running() {
+            dirty = true;
+        }
+        if let Some((key, r)) = driller.poll() {
+            app.drill_finished(key, r);
             dirty = true;
         }
         match msg {
@@ -160,6 +172,6 @@ pub fn run<B: ratatui::backend::Backend>(
             }
             Some(Msg::Signal) => return Ok(0),
         }
-        serve_requests(app, &mut profiler);
+        serve_requests(app, &mut profiler, &mut driller);
     }
 }

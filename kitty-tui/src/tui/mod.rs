@@ -9,6 +9,7 @@
 //! - `keymap`: bindings and the file that changes them.
 
 pub mod app;
+mod driller;
 mod event_loop;
 pub mod keymap;
 pub mod profiler;
@@ -21,8 +22,7 @@ pub mod widgets;
 
 use app::{App, ReplayState};
 use event_loop::{Latest, Msg};
-use kitty_core::engine::{Delivery, Engine, Pipeline};
-use kitty_core::sampler::SamplerConfig;
+use kitty_core::engine::{Delivery, Engine, FrameSource, Pipeline};
 use kitty_core::sinks::record::{Reader, RecordError, Writer};
 use std::ops::ControlFlow;
 use std::sync::mpsc;
@@ -57,11 +57,11 @@ fn app(interval: std::time::Duration) -> Result<App, TuiError> {
 /// the forwarding thread, so pausing or a slow view never loses one; the
 /// view may skip frames to stay current, and says so.
 pub fn run_live(
-    cfg: SamplerConfig,
+    source: Box<dyn FrameSource>,
     pipeline: Pipeline,
     recorder: Option<(Writer, String)>,
 ) -> Result<i32, TuiError> {
-    let mut app = app(cfg.interval)?;
+    let mut app = app(source.interval())?;
     app.set_recording(recorder.as_ref().map(|(_, name)| name.clone()));
     let delivery = if recorder.is_some() {
         Delivery::Lossless
@@ -70,7 +70,7 @@ pub fn run_live(
     };
     let (tx, rx) = mpsc::channel();
     let latest = Arc::new(Latest::default());
-    let (mut engine, frames) = Engine::start(cfg, pipeline, delivery);
+    let (mut engine, frames) = Engine::start_source(source, pipeline, delivery);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (ftx, flatest, fstop) = (tx.clone(), latest.clone(), stop.clone());
     let forwarder = std::thread::spawn(move || {

@@ -37,6 +37,7 @@ impl App {
             Action::Open => {
                 if self.nav.view == View::Main && n > 0 {
                     self.nav.view = View::Detail;
+                    self.ask_drill();
                 }
             }
             Action::Back => {
@@ -84,6 +85,29 @@ impl App {
         false
     }
 
+    /// Opening a cluster rank (live): ask its node for its sockets,
+    /// threads and flows; the detail shows the series alone until then, or
+    /// if the node does not answer.
+    fn ask_drill(&mut self) {
+        if self.replay.is_some() {
+            return;
+        }
+        let Some(r) = self.selected_rank() else {
+            return;
+        };
+        let (Some(endpoint), false) = (r.endpoint.as_ref(), r.stale) else {
+            return;
+        };
+        let req = Request::Drill {
+            key: r.key,
+            endpoint: endpoint.to_string(),
+            job: r.labels.job.as_ref().map(|j| j.to_string()),
+            rank: r.labels.rank,
+        };
+        self.drill = Some((r.key, super::Drill::Pending));
+        self.requests.push(req);
+    }
+
     /// `p`: ask for a profile of the selected rank.
     fn ask_profile(&mut self) {
         if self.replay.is_some() {
@@ -98,6 +122,13 @@ impl App {
             self.message = Some("no rank selected to profile".into());
             return;
         };
+        if let Some(node) = r.node.as_deref() {
+            self.message = Some(format!(
+                "{} runs on {node}: profile it there (sudo kitty-tui on {node}, then p)",
+                r.display_name()
+            ));
+            return;
+        }
         let (pid, name) = (r.key.pid, r.display_name());
         self.profiling.error = None;
         self.requests.push(Request::Profile { pid, name });

@@ -15,7 +15,8 @@ use super::profiler::Progress;
 use flame::FlameState;
 use kitty_core::analysis::bands::PeerBands;
 use kitty_core::model::history::History;
-use kitty_core::model::{Event, EventKind, Frame, RankFrame, Severity, Sig, Verdict};
+use kitty_core::model::{Event, EventKind, Frame, ProcKey, RankFrame, Severity, Sig, Verdict};
+use kitty_core::sources::node_api::RankDetail;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -62,6 +63,21 @@ pub enum Request {
     Profile { pid: u32, name: String },
     /// Write the flame view's profile as folded stacks and SVG.
     WriteProfile,
+    /// Ask a cluster rank's node (its `serve`) for what the series lack.
+    Drill {
+        key: ProcKey,
+        endpoint: String,
+        job: Option<String>,
+        rank: Option<u32>,
+    },
+}
+
+/// The cluster drill-down of one rank: asked for, answered, or why not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Drill {
+    Pending,
+    Got(Box<RankDetail>),
+    Failed(String),
 }
 
 /// Signals charted in the detail view (their peer bands are kept too).
@@ -117,6 +133,8 @@ pub struct App {
     nav: Nav,
     profiling: Profiling,
     requests: Vec<Request>,
+    /// The last drill-down, for the rank it was asked for.
+    drill: Option<(ProcKey, Drill)>,
     message: Option<String>,
     recording: Option<String>,
     kernel: String,
@@ -152,6 +170,7 @@ impl App {
             },
             profiling: Profiling::default(),
             requests: Vec::new(),
+            drill: None,
             message: None,
             recording: None,
             kernel: String::new(),
@@ -335,6 +354,24 @@ impl App {
     }
 
     /// What the user asked for since the last call, for the event loop.
+    /// The drill-down of this rank, when one was asked for.
+    pub fn drill_of(&self, key: ProcKey) -> Option<&Drill> {
+        self.drill.as_ref().filter(|(k, _)| *k == key).map(|d| &d.1)
+    }
+
+    /// The node answered (or did not) for the rank.
+    pub fn drill_finished(&mut self, key: ProcKey, r: Result<RankDetail, String>) {
+        if self.drill.as_ref().is_some_and(|(k, _)| *k == key) {
+            self.drill = Some((
+                key,
+                match r {
+                    Ok(d) => Drill::Got(Box::new(d)),
+                    Err(e) => Drill::Failed(e),
+                },
+            ));
+        }
+    }
+
     pub fn take_requests(&mut self) -> Vec<Request> {
         std::mem::take(&mut self.requests)
     }
@@ -440,9 +477,10 @@ fn haystack(f: &Frame, r: &RankFrame) -> String {
         .map(|v| v.message.as_str())
         .collect();
     format!(
-        "{} pid {} {} {} {}",
+        "{} pid {} {} {} {} {}",
         r.display_name(),
         r.key.pid,
+        r.node.as_deref().unwrap_or(""),
         r.comm,
         r.labels.job.as_deref().unwrap_or(""),
         verdicts.join(" ")

@@ -1,9 +1,10 @@
 //! The rank detail view: charts of the rank's signals against its peers'
 //! median band, its sockets, its busiest threads and the run-queue latency
-//! histogram of the tick.
+//! histogram of the tick. A cluster rank shows what its node's `serve`
+//! answered for it (the drill-down), or its series alone.
 
 use super::Ctx;
-use crate::tui::app::DETAIL_SIGNALS;
+use crate::tui::app::{Drill, DETAIL_SIGNALS};
 use crate::tui::widgets::histogram_lines;
 use kitty_core::model::format::{bytes, value};
 use kitty_core::model::{HistKind, RankFrame, Sig};
@@ -173,15 +174,55 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     let Some(r) = cx.app.selected_rank() else {
         return;
     };
-    let title = format!(
-        " {} · pid {} · {} · job {} · {} threads · state {} ",
-        r.display_name(),
-        r.key.pid,
-        r.comm,
-        r.labels.job.as_deref().unwrap_or("-"),
-        r.signal(Sig::Threads).unwrap_or(0.0),
-        r.state
-    );
+    // A cluster rank: what its node said (the drill-down), else its series.
+    let drilled;
+    let (title, tables_of) = match (r.node.as_deref(), cx.app.drill_of(r.key)) {
+        (Some(node), Some(Drill::Got(d))) => {
+            let mut x = r.clone();
+            x.sockets = d.sockets.clone();
+            x.threads = d.threads.clone();
+            drilled = x;
+            (
+                format!(
+                    " {} · {node} · pid {} · {} · job {} · state {} · from {} ",
+                    r.display_name(),
+                    d.pid,
+                    d.comm,
+                    r.labels.job.as_deref().unwrap_or("-"),
+                    d.state,
+                    d.endpoint
+                ),
+                &drilled,
+            )
+        }
+        (Some(node), drill) => (
+            format!(
+                " {} · {node} · job {} · {} ",
+                r.display_name(),
+                r.labels.job.as_deref().unwrap_or("-"),
+                match drill {
+                    Some(Drill::Pending) => "asking its node…".to_string(),
+                    Some(Drill::Failed(e)) =>
+                        format!("its node did not answer ({e}): the series alone"),
+                    _ if r.stale => "stale: its node stopped reporting".to_string(),
+                    _ => "the series alone".to_string(),
+                }
+            ),
+            r,
+        ),
+        (None, _) => (
+            format!(
+                " {} · pid {} · {} · job {} · {} threads · state {} ",
+                r.display_name(),
+                r.key.pid,
+                r.comm,
+                r.labels.job.as_deref().unwrap_or("-"),
+                r.signal(Sig::Threads).unwrap_or(0.0),
+                r.state
+            ),
+            r,
+        ),
+    };
     let block = Block::bordered().title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
@@ -208,6 +249,6 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     }
     let [socks, thr] =
         Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(tables);
-    sockets(f, socks, cx, r);
-    threads(f, thr, cx, r);
+    sockets(f, socks, cx, tables_of);
+    threads(f, thr, cx, tables_of);
 }

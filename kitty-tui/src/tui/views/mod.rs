@@ -13,6 +13,7 @@ mod gpus;
 mod header;
 mod help;
 mod host;
+mod nodes;
 mod ranks;
 
 use super::app::{App, View};

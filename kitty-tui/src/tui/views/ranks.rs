@@ -60,7 +60,7 @@ const COLS: &[Col] = &[
 const SPARK_N: usize = 5;
 
 fn visible_cols(width: u16) -> (Vec<&'static Col>, usize) {
-    // Fixed: RANK 7, PID 8, VERDICT at least 18.
+    // Fixed: RANK 7, PID 8 (NODE 14), VERDICT at least 18.
     let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2);
     let mut cols: Vec<&Col> = COLS.iter().collect();
     let mut dropped = 0;
@@ -169,7 +169,15 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
     let (cols, dropped) = visible_cols(area.width);
     let sort = app.sort().1;
     let mark = |on: bool| if on { "▼" } else { "" };
-    let mut header = vec![Cell::from("RANK"), Cell::from("PID"), Cell::from("GPU")];
+    // A frame that spans nodes (the cluster view) names each rank's node
+    // where a node's own view gives the pid.
+    let spans_nodes = rows.iter().any(|r| r.node.is_some());
+    let id_width: u16 = if spans_nodes { 14 } else { 8 };
+    let mut header = vec![
+        Cell::from("RANK"),
+        Cell::from(if spans_nodes { "NODE" } else { "PID" }),
+        Cell::from("GPU"),
+    ];
     header.extend(cols.iter().map(|c| {
         Cell::from(format!(
             "{}{}",
@@ -186,24 +194,32 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
         .iter()
         .enumerate()
         .map(|(i, r)| {
+            let id = match r.node.as_deref() {
+                Some(n) if spans_nodes => n.to_string(),
+                _ => r.key.pid.to_string(),
+            };
             let mut cells = vec![
                 Cell::from(r.labels.rank.map_or("-".to_string(), |x| x.to_string())),
-                Cell::from(r.key.pid.to_string()),
+                Cell::from(id),
                 gpu_cell(cx, r),
             ];
             cells.extend(cols.iter().map(|c| value_cell(cx, r, c)));
-            cells.push(verdict_cell(cx, r));
-            let row = Row::new(cells);
-            if i == selected {
-                row.style(cx.th.selected())
+            cells.push(if r.stale {
+                Cell::from("stale: node stopped reporting").style(cx.th.dim())
             } else {
-                row
+                verdict_cell(cx, r)
+            });
+            let row = Row::new(cells);
+            match (i == selected, r.stale) {
+                (true, _) => row.style(cx.th.selected()),
+                (false, true) => row.style(cx.th.dim()),
+                (false, false) => row,
             }
         })
         .collect();
     let mut widths = vec![
         Constraint::Length(6),
-        Constraint::Length(8),
+        Constraint::Length(id_width),
         Constraint::Length(4),
     ];
     widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
@@ -232,14 +248,22 @@ fn status_line<'a>(cx: &Ctx) -> Line<'a> {
         .iter()
         .map(|v| v.message.as_str())
         .collect();
-    if vs.is_empty() {
+    if r.stale {
         Line::styled(
             format!(
-                " {} (pid {}, {}): in line with its peers",
+                " {} on {}: its node stopped reporting; the values are its last",
                 r.display_name(),
-                r.key.pid,
-                r.comm
+                r.node.as_deref().unwrap_or("?")
             ),
+            cx.th.dim(),
+        )
+    } else if vs.is_empty() {
+        let whose = match r.node.as_deref() {
+            Some(n) => format!("on {n}"),
+            None => format!("pid {}, {}", r.key.pid, r.comm),
+        };
+        Line::styled(
+            format!(" {} ({whose}): in line with its peers", r.display_name()),
             cx.th.dim(),
         )
     } else {
@@ -257,13 +281,18 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     } else {
         0
     };
-    let [table_area, findings_area, status_area, lower_area] = Layout::vertical([
+    let nodes = super::nodes::height(&fr.node_verdicts);
+    let [nodes_area, table_area, findings_area, status_area, lower_area] = Layout::vertical([
+        Constraint::Length(nodes),
         Constraint::Min(3),
         Constraint::Length(found),
         Constraint::Length(1),
         Constraint::Length(lower),
     ])
     .areas(area);
+    if nodes > 0 {
+        super::nodes::draw(f, nodes_area, cx, &fr.node_verdicts);
+    }
     if found > 0 {
         super::findings::draw(f, findings_area, cx, &fr.findings);
     }
