@@ -220,6 +220,13 @@ pub enum Command {
     Profile(ProfileArgs),
     /// Start a small local ring all-reduce job with a straggler and watch it.
     Demo(DemoCmd),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `kitty-tui man | man -l -`.
+    Man,
     /// One rank of the demo job (started by `demo`).
     #[command(hide = true)]
     DemoRank(RankArgs),
@@ -349,6 +356,13 @@ pub struct ReplayArgs {
     /// Print frames as text instead of opening the TUI.
     #[arg(long)]
     pub dump: bool,
+    /// Open at this time: HH:MM[:SS] (the recording's day, in the zone
+    /// shown), `5m ago`, `+30s` from the start, an RFC 3339 time, or `end`.
+    #[arg(long, value_name = "TIME", conflicts_with = "dump")]
+    pub at: Option<String>,
+    /// Show times in UTC instead of the local zone (TZ).
+    #[arg(long)]
+    pub utc: bool,
 }
 
 #[derive(Args, Debug)]

@@ -312,3 +312,33 @@ fn without_root_the_snapshot_says_other_users_processes_are_hidden() {
         "{procfs}"
     );
 }
+
+#[test]
+fn completions_and_the_man_page_build() {
+    let out = run_ok(Command::new(kitty_bin()).args(["completions", "bash"]));
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        script.contains("cluster") && script.contains("--prometheus"),
+        "{script}"
+    );
+    // bash parses it (`-n`: read, do not run).
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("kitty-tui.bash");
+    std::fs::write(&f, &script).unwrap();
+    let st = Command::new("bash").arg("-n").arg(&f).status().unwrap();
+    assert!(st.success(), "bash -n on the completion script");
+    for shell in ["zsh", "fish"] {
+        let out = run_ok(Command::new(kitty_bin()).args(["completions", shell]));
+        assert!(!out.stdout.is_empty(), "{shell}");
+    }
+    let out = run_ok(Command::new(kitty_bin()).arg("man"));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH kitty-tui 1"),
+        "{page}"
+    );
+    assert!(
+        page.contains("cluster") && page.contains("replay"),
+        "{page}"
+    );
+}

@@ -222,7 +222,7 @@ fn cluster_view_over_three_nodes_in_prometheus() {
     one.add(pids[2]);
     let flagged = |s: &str| {
         s.lines()
-            .any(|l| is_row(l, 2, "node-b") && l.contains("run-queue delay"))
+            .any(|l| is_row(l, 2, "node-b") && l.contains("runq "))
     };
     let screen = t.wait_for(&flagged, 40);
     assert!(flagged(&screen), "rank 2 on node-b flagged:\n{screen}");

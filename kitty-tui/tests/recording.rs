@@ -110,3 +110,104 @@ fn record_then_replay_and_export_match() {
         .count();
     assert_eq!(n, frames.len() - 1);
 }
+
+/// The export's header row of one table of a recording, via `-o -`.
+fn csv_of(file: &std::path::Path, table: &str) -> String {
+    let out = run_ok(
+        Command::new(kitty_bin())
+            .arg("export")
+            .arg(file)
+            .args(["--format", "csv", "--table", table, "-o", "-"]),
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn export_columns_are_stable_and_pandas_reads_integers_as_integers() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // Two different recordings: 2 ranks without sock_diag, 3 ranks with it.
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 2, "exp-a", &|_| vec![]);
+    let a = dir.path().join("a.kitty");
+    run_ok(
+        Command::new(kitty_bin())
+            .args(["record", "--no-sock-diag", "--no-ebpf", "-o"])
+            .arg(&a)
+            .args(["--duration", "2s"]),
+    );
+    drop(procs);
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 3, "exp-b", &|_| vec![]);
+    let b = dir.path().join("b.kitty");
+    record(&b, "2s");
+    drop(procs);
+    for table in ["ranks", "host", "gpus", "verdicts", "findings", "events"] {
+        let (ha, hb) = (csv_of(&a, table), csv_of(&b, table));
+        assert_eq!(
+            ha.lines().next(),
+            hb.lines().next(),
+            "{table}: the same columns for both recordings"
+        );
+    }
+    // pandas (Debian's python3-pandas; .ci/run installs it).
+    let py = "/usr/bin/python3";
+    let has_pandas = Command::new(py)
+        .args(["-c", "import pandas"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_pandas {
+        skip("pandas: /usr/bin/python3 has no pandas (apt install python3-pandas; .ci/run does)");
+        return;
+    }
+    for table in ["ranks", "host", "events"] {
+        let csv = dir.path().join(format!("{table}.csv"));
+        std::fs::write(&csv, csv_of(&b, table)).unwrap();
+        let check = format!(
+            r#"
+import pandas as pd, sys
+df = pd.read_csv({path:?})
+assert len(df) > 0, "no rows"
+ints = {{"ranks": ["time_ns", "pid", "rank"], "host": ["time_ns"], "events": ["time_ns"]}}[{table:?}]
+for c in ints:
+    assert c in df.columns, (c, list(df.columns))
+    assert pd.api.types.is_integer_dtype(df[c]), (c, df[c].dtype)
+print(len(df), "rows")
+"#,
+            path = csv.display().to_string(),
+        );
+        let out = Command::new(py).args(["-c", &check]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{table}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // JSON Lines, one stream of every table: split by `kind`, each table is
+    // a DataFrame with its integers as integers (the README's recipe).
+    let jsonl = dir.path().join("b.jsonl");
+    let out = run_ok(
+        Command::new(kitty_bin())
+            .arg("export")
+            .arg(&b)
+            .args(["-o", "-"]),
+    );
+    std::fs::write(&jsonl, out.stdout).unwrap();
+    let check = format!(
+        r#"
+import json, pandas as pd
+rows = [json.loads(l) for l in open({path:?})]
+ranks = pd.DataFrame([r for r in rows if r["kind"] == "rank"])
+assert len(ranks) > 0
+assert pd.api.types.is_integer_dtype(ranks["pid"]), ranks["pid"].dtype
+assert pd.api.types.is_integer_dtype(ranks["time_ns"]), ranks["time_ns"].dtype
+"#,
+        path = jsonl.display().to_string()
+    );
+    let out = Command::new(py).args(["-c", &check]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "jsonl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -152,16 +152,124 @@ fn replay_of_a_recording_steps_with_t() {
     t.keys(&[":", "seek start", "Enter"]);
     let s = t.wait_for(&|s| s.contains("(1/"), 5);
     assert!(s.contains("REPLAY") && s.contains("(1/"), "{s}");
-    t.keys(&["T"]);
-    t.keys(&["T"]);
+    // below and atop: t is the next sample, T the previous.
+    t.keys(&["t"]);
+    t.keys(&["t"]);
     let s = t.wait_for(&|s| s.contains("(3/"), 5);
     assert!(s.contains("(3/"), "stepped twice:\n{s}");
-    t.keys(&["t"]);
+    t.keys(&["T"]);
     let s = t.wait_for(&|s| s.contains("(2/"), 5);
     assert!(s.contains("(2/"), "stepped back:\n{s}");
+    // The timeline: the recording's start and end, its date and zone.
+    assert!(
+        s.lines()
+            .any(|l| l.contains('●') && l.contains('━') || l.contains("●─")),
+        "a timeline:\n{s}"
+    );
     t.keys(&["q"]);
     let s = t.wait_for(&|s| s.contains("EXIT="), 10);
     assert!(s.contains("EXIT=0"), "replay did not exit 0 on q:\n{s}");
+    assert_eq!(t.query("#{alternate_on}"), "0");
+    drop(t);
+
+    // --at: opens at the asked time; one outside the recording says so.
+    let open_at = |at: &str| {
+        let cmd = format!(
+            "sh -c '{} replay --utc --at \"{at}\" {}; echo EXIT=$?; sleep 60'",
+            kitty_bin().display(),
+            file.display()
+        );
+        let t = Tmux::start(&cmd, 160, 45).unwrap();
+        let s = t.wait_for(&|s| s.contains("REPLAY") || s.contains("EXIT="), 10);
+        t.keys(&["q"]);
+        s
+    };
+    let s = open_at("+2s");
+    let pos: usize = s
+        .split("UTC (")
+        .nth(1)
+        .and_then(|x| x.split('/').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("a position:\n{s}"));
+    // 500 ms frames: 2 s in is the fourth or fifth.
+    assert!((4..=6).contains(&pos), "opened at frame {pos}:\n{s}");
+    let s = open_at("1h ago");
+    assert!(
+        s.contains("is before the recording starts") && s.contains("(1/"),
+        "an early time says so:\n{s}"
+    );
+    let s = open_at("banana");
+    assert!(
+        s.contains("--at: cannot seek") && s.contains("EXIT=2"),
+        "{s}"
+    );
+}
+
+#[test]
+fn rebound_quit_keeps_ctrl_c_and_the_mouse_selects() {
+    let _g = serial();
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 3, "mouse", &|_| vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("kitty-tui")).unwrap();
+    std::fs::write(
+        dir.path().join("kitty-tui/keys.conf"),
+        "quit = x\nhelp = j\n",
+    )
+    .unwrap();
+    let cmd = format!(
+        "sh -c 'XDG_CONFIG_HOME={} {} --no-ebpf --no-gpu; echo EXIT=$?; sleep 60'",
+        dir.path().display(),
+        kitty_bin().display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    let s = t.wait_for(&|s| s.contains("ranks (3)"), 15);
+    // A key taken from another action is said at start; after a key the
+    // footer shows the keys in force.
+    assert!(s.contains("j was bound to down; now help"), "{s}");
+    t.keys(&["Escape"]);
+    let s = t.wait_for(&|s| s.contains(" x quit"), 5);
+    assert!(s.contains(" x quit"), "footer with the rebound key:\n{s}");
+    // A click on the third rank row (SGR mouse report, button 0 at column
+    // 3; its lines count from 1, the capture's from 0).
+    let header = s
+        .lines()
+        .position(|l| l.starts_with("│RANK"))
+        .expect("the table header");
+    let third = s.lines().nth(header + 3).unwrap().to_string();
+    t.keys(&["-l", &format!("\x1b[<0;3;{}M", header + 4)]);
+    t.keys(&["-l", &format!("\x1b[<0;3;{}m", header + 4)]);
+    let rank = third
+        .trim_start_matches(['│', ' '])
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let s = t.wait_for(&|s| s.contains(&format!(" rank {rank} (pid")), 5);
+    assert!(
+        s.contains(&format!(" rank {rank} (pid")),
+        "the clicked rank {rank} is selected:\n{s}"
+    );
+    // A click on the RUNQ header sorts by it (the mark moves there).
+    let head: Vec<char> = s.lines().nth(header).unwrap().chars().collect();
+    let at = (0..head.len())
+        .find(|&i| head[i..].starts_with(&['R', 'U', 'N', 'Q']))
+        .expect("a RUNQ header");
+    t.keys(&["-l", &format!("\x1b[<0;{};{}M", at + 2, header + 1)]);
+    t.keys(&["-l", &format!("\x1b[<0;{};{}m", at + 2, header + 1)]);
+    let s = t.wait_for(&|s| s.contains("RUNQ ms/s▼"), 5);
+    assert!(
+        s.contains("RUNQ ms/s▼"),
+        "sorted by the clicked header:\n{s}"
+    );
+    t.keys(&["C-c"]);
+    let s = t.wait_for(&|s| s.contains("EXIT="), 10);
+    assert!(
+        s.contains("EXIT=0"),
+        "ctrl-c quits whatever keys.conf says:\n{s}"
+    );
     assert_eq!(t.query("#{alternate_on}"), "0");
 }
 

@@ -230,6 +230,23 @@ impl Sig {
     }
 }
 
+/// The signals of one scope as a Markdown table (the README's copies,
+/// checked by a test so they cannot go stale).
+pub fn markdown_table(scope: u8) -> String {
+    let mut t = String::from("| signal | meaning | source | unit |\n|---|---|---|---|\n");
+    for i in CATALOG.iter().filter(|i| i.scopes & scope != 0) {
+        let unit = match i.unit.suffix() {
+            "" => "-",
+            u => u,
+        };
+        t.push_str(&format!(
+            "| `{}` | {} | {} | {unit} |\n",
+            i.name, i.meaning, i.source
+        ));
+    }
+    t
+}
+
 impl std::fmt::Display for Sig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -279,6 +296,23 @@ pub const GPU_RANK_SIGNALS: &[Sig] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_carries_the_current_signal_tables() {
+        let readme = include_str!("../../../README.md");
+        for (what, sc) in [
+            ("rank", scope::RANK),
+            ("host", scope::HOST),
+            ("gpu", scope::GPU),
+            ("netns", scope::NETNS),
+        ] {
+            let t = markdown_table(sc);
+            assert!(
+                readme.contains(&t),
+                "README's {what} signal table is stale; the current one:\n{t}"
+            );
+        }
+    }
 
     #[test]
     fn catalog_is_in_variant_order_with_unique_snake_case_names() {

@@ -290,7 +290,14 @@ impl<W: Write> Exporter<W> {
                     for m in rows(f, *t) {
                         let mut row = Map::new();
                         row.insert("kind".into(), Value::from(t.kind()));
-                        row.extend(m.into_iter().filter(|(_, v)| !v.is_null()));
+                        // A table's own `kind` column (an event's, a
+                        // finding's) must not hide the row's table.
+                        row.extend(m.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| {
+                            match k.as_str() {
+                                "kind" => (format!("{}_kind", t.kind()), v),
+                                _ => (k, v),
+                            }
+                        }));
                         serde_json::to_writer(&mut self.out, &row)?;
                         self.out.write_all(b"\n")?;
                     }
@@ -392,7 +399,13 @@ mod tests {
     fn jsonl_has_kinds_and_integers() {
         let mut out = Vec::new();
         let mut e = Exporter::new(&mut out, Format::Jsonl);
-        e.frame(&frame(0)).unwrap();
+        let mut f = frame(0);
+        f.events.push(crate::model::Event::new(
+            f.wall_ns,
+            crate::model::EventKind::RankAppeared,
+            "rank 0 appeared",
+        ));
+        e.frame(&f).unwrap();
         e.finish().unwrap();
         let rows: Vec<Value> = String::from_utf8(out)
             .unwrap()
@@ -404,6 +417,12 @@ mod tests {
         assert!(rank["cpu_pct"].is_f64() || rank["cpu_pct"].is_u64());
         assert!(rank["time_ns"].is_u64());
         assert!(rows.iter().any(|r| r["kind"] == "host"));
+        // An event keeps its own kind beside the row's.
+        assert!(
+            rows.iter()
+                .any(|r| r["kind"] == "event" && r["event_kind"] == "rank_appeared"),
+            "{rows:?}"
+        );
     }
 
     #[test]

@@ -29,6 +29,20 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Export(a)) => export::run(a),
         Some(Command::Profile(a)) => profile::run(a),
         Some(Command::Demo(a)) => demo::run(a),
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "kitty-tui", &mut out);
+            std::io::Write::flush(&mut out)?;
+            Ok(crate::error::OK)
+        }
+        Some(Command::Man) => {
+            use clap::CommandFactory;
+            let mut out = std::io::stdout().lock();
+            clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(crate::error::OK)
+        }
         Some(Command::DemoRank(a)) => Ok(crate::demo::ring::run(a)?),
         Some(Command::DemoFlow(a)) => Ok(crate::demo::flow::run(a)?),
         Some(Command::DemoHog { cpu, threads }) => Ok(crate::demo::hog(cpu, threads)?),

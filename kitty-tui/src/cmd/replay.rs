@@ -23,7 +23,12 @@ pub fn run(a: ReplayArgs) -> Result<i32> {
     if a.dump {
         dump(r)
     } else {
-        Ok(crate::tui::run_replay(r, &a.file.display().to_string())?)
+        crate::tui::run_replay(r, &a.file.display().to_string(), a.at.as_deref(), a.utc).map_err(
+            |e| match e {
+                e @ crate::tui::TuiError::At(_) => crate::error::UsageError::new(e).into(),
+                e => color_eyre::eyre::Report::from(e),
+            },
+        )
     }
 }
 

@@ -69,9 +69,18 @@ pub fn spawn_signals(tx: mpsc::Sender<Msg>) {
 }
 
 /// Carries out what the app asked for.
-fn serve_requests(app: &mut App, profiler: &mut Profiler, driller: &mut Driller) {
+fn serve_requests<B: ratatui::backend::Backend>(
+    app: &mut App,
+    term: &mut ratatui::Terminal<B>,
+    profiler: &mut Profiler,
+    driller: &mut Driller,
+) -> std::io::Result<()> {
     for r in app.take_requests() {
         match r {
+            Request::Redraw => {
+                term.clear()?;
+                term.draw(|f| views::draw(f, app))?;
+            }
             Request::Profile { pid, name } => {
                 let p = profiler.start(pid, name);
                 app.profile_started(p);
@@ -90,6 +99,7 @@ fn serve_requests(app: &mut App, profiler: &mut Profiler, driller: &mut Driller)
             } => driller.start(key, endpoint, job, rank),
         }
     }
+    Ok(())
 }
 
 pub fn run<B: ratatui::backend::Backend>(
@@ -159,6 +169,7 @@ pub fn run<B: ratatui::backend::Backend>(
                 dirty = true;
             }
             Some(Msg::Input(TermEvent::Resize(..))) => dirty = true,
+            Some(Msg::Input(TermEvent::Mouse(m))) => dirty = app.on_mouse(m),
             Some(Msg::Input(_)) => {}
             Some(Msg::FrameReady) => {
                 if let Some(f) = latest.take() {
@@ -172,6 +183,6 @@ pub fn run<B: ratatui::backend::Backend>(
             }
             Some(Msg::Signal) => return Ok(0),
         }
-        serve_requests(app, &mut profiler, &mut driller);
+        serve_requests(app, term, &mut profiler, &mut driller)?;
     }
 }

@@ -17,17 +17,21 @@ pub enum Action {
     Down,
     Top,
     Bottom,
+    PageUp,
+    PageDown,
     Open,
     Back,
     Filter,
     Command,
     Sort,
+    SortReverse,
     Pause,
     StepBack,
     StepForward,
     Faster,
     Slower,
     Profile,
+    Redraw,
 }
 
 /// Every action with its config name, default keys and help text, in help order.
@@ -36,6 +40,18 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
     (Action::Down, "down", &["j", "down"], "move down"),
     (Action::Top, "top", &["g", "home"], "first row"),
     (Action::Bottom, "bottom", &["G", "end"], "last row"),
+    (
+        Action::PageUp,
+        "page_up",
+        &["pgup", "ctrl-b"],
+        "a page of rows up",
+    ),
+    (
+        Action::PageDown,
+        "page_down",
+        &["pgdown", "ctrl-f"],
+        "a page of rows down",
+    ),
     (
         Action::Open,
         "open",
@@ -47,7 +63,7 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
         Action::Filter,
         "filter",
         &["/"],
-        "filter rows (rank, pid, job, command, verdict)",
+        "filter rows (rank, pid, node, job, command, verdict)",
     ),
     (
         Action::Command,
@@ -57,33 +73,47 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
     ),
     (Action::Sort, "sort", &["s"], "cycle the sort column"),
     (
+        Action::SortReverse,
+        "sort_reverse",
+        &["S"],
+        "reverse the sort order",
+    ),
+    (
         Action::Pause,
         "pause",
         &["space"],
         "pause the view (sampling and recording go on) / play replay",
     ),
-    (
-        Action::StepBack,
-        "step_back",
-        &["t"],
-        "one frame back (paused or replay)",
-    ),
+    // below and atop: `t` is the next sample, `T` the previous one.
     (
         Action::StepForward,
         "step_forward",
-        &["T"],
+        &["t"],
         "one frame forward (paused or replay)",
+    ),
+    (
+        Action::StepBack,
+        "step_back",
+        &["T"],
+        "one frame back (paused or replay)",
     ),
     (
         Action::Profile,
         "profile",
         &["p"],
-        "on-CPU profile of the selected rank (5 s), then its flame graph",
+        "on- and off-CPU profile of the selected rank (5 s), then its flame graphs",
     ),
     (Action::Faster, "faster", &[">", "+"], "replay faster"),
     (Action::Slower, "slower", &["<", "-"], "replay slower"),
+    (Action::Redraw, "redraw", &["ctrl-l"], "redraw the screen"),
     (Action::Help, "help", &["?"], "this help"),
-    (Action::Quit, "quit", &["q", "ctrl-c"], "quit"),
+    // Ctrl-C quits whatever the bindings say (see `App::on_key`).
+    (
+        Action::Quit,
+        "quit",
+        &["q", "ctrl-c"],
+        "quit (ctrl-c always)",
+    ),
 ];
 
 #[derive(Debug, Clone)]
@@ -93,6 +123,9 @@ pub struct KeyMap {
     source: Option<String>,
     /// Where a file would be read from.
     looked_at: Option<std::path::PathBuf>,
+    /// What the file did that is allowed but likely a mistake (a key taken
+    /// from another action, one key twice).
+    warnings: Vec<String>,
 }
 
 /// A key configuration that cannot be used.
@@ -149,6 +182,7 @@ impl Default for KeyMap {
             map,
             source: None,
             looked_at: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -199,7 +233,14 @@ impl KeyMap {
         }
     }
 
-    /// Applies `action = key, key` lines: the action's default keys are replaced.
+    /// Bindings that were accepted but look like a mistake.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Applies `action = key, key` lines: the action's default keys are
+    /// replaced. A key taken from another action moves to the new one, with
+    /// a warning.
     pub fn apply(&mut self, text: &str) -> Result<(), KeyMapError> {
         for (n, line) in text.lines().enumerate() {
             let line_no = n + 1;
@@ -224,7 +265,21 @@ impl KeyMap {
                     line: line_no,
                     key: k.trim().to_string(),
                 })?;
-                self.map.insert(key, action);
+                if let Some(before) = self.map.insert(key, action) {
+                    if before != action {
+                        self.warnings.push(format!(
+                            "keys.conf line {line_no}: {} was bound to {}; now {}",
+                            key_name(key),
+                            action_name(before),
+                            action_name(action)
+                        ));
+                    } else {
+                        self.warnings.push(format!(
+                            "keys.conf line {line_no}: {} is listed twice",
+                            key_name(key)
+                        ));
+                    }
+                }
             }
         }
         Ok(())
@@ -245,23 +300,41 @@ impl KeyMap {
             .map
             .iter()
             .filter(|(_, a)| **a == action)
-            .map(|((code, ctrl), _)| {
-                let k = match code {
-                    KeyCode::Char(' ') => "space".to_string(),
-                    KeyCode::Char(c) => c.to_string(),
-                    KeyCode::F(n) => format!("f{n}"),
-                    other => format!("{other:?}").to_lowercase(),
-                };
-                if *ctrl {
-                    format!("ctrl-{k}")
-                } else {
-                    k
-                }
-            })
+            .map(|(k, _)| key_name(*k))
             .collect();
-        keys.sort();
+        // Single characters first (what the footer shows), then names.
+        keys.sort_by_key(|k| (k.chars().count() > 1, k.clone()));
         keys
     }
+
+    /// The first key of an action, for the footer ("-" when unbound).
+    pub fn key_for(&self, action: Action) -> String {
+        self.keys_for(action)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "-".into())
+    }
+}
+
+/// A key as the config file writes it.
+fn key_name((code, ctrl): (KeyCode, bool)) -> String {
+    let k = match code {
+        KeyCode::Char(' ') => "space".to_string(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::F(n) => format!("f{n}"),
+        KeyCode::PageUp => "pgup".into(),
+        KeyCode::PageDown => "pgdown".into(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    if ctrl {
+        format!("ctrl-{k}")
+    } else {
+        k
+    }
+}
+
+fn action_name(a: Action) -> &'static str {
+    ACTIONS.iter().find(|x| x.0 == a).map_or("?", |x| x.1)
 }
 
 #[cfg(test)]
@@ -284,6 +357,15 @@ mod tests {
             km.action(&KeyEvent::new(KeyCode::F(10), KeyModifiers::NONE)),
             Some(Action::Quit)
         );
+        assert!(km.warnings().is_empty());
+        km.apply("help = j\nhelp = j, j").unwrap();
+        assert!(
+            km.warnings()[0].contains("j was bound to down; now help"),
+            "{:?}",
+            km.warnings()
+        );
+        assert!(km.warnings().iter().any(|w| w.contains("listed twice")));
+        assert_eq!(km.key_for(Action::Quit), "x");
         assert!(km
             .apply("nope = q")
             .unwrap_err()

@@ -39,11 +39,22 @@ pub enum TuiError {
     Empty(String),
     #[error(transparent)]
     Record(#[from] RecordError),
+    #[error("--at: {0}")]
+    At(String),
 }
 
 /// Session settings from the environment.
 fn app(interval: std::time::Duration) -> Result<App, TuiError> {
-    let mut a = App::new(keymap::KeyMap::load()?, interval);
+    let km = keymap::KeyMap::load()?;
+    let warning = match km.warnings() {
+        [] => None,
+        [w] => Some(w.clone()),
+        [w, rest @ ..] => Some(format!("{w} (and {} more)", rest.len())),
+    };
+    let mut a = App::new(km, interval);
+    if let Some(w) = warning {
+        a.set_message(w);
+    }
     a.set_color(std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
     a.set_kernel(
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -109,12 +120,25 @@ pub fn run_live(
 }
 
 /// The same TUI over a recording.
-pub fn run_replay(reader: Reader, name: &str) -> Result<i32, TuiError> {
+pub fn run_replay(
+    reader: Reader,
+    name: &str,
+    at: Option<&str>,
+    utc: bool,
+) -> Result<i32, TuiError> {
     if reader.is_empty() {
         return Err(TuiError::Empty(name.to_string()));
     }
     let interval = std::time::Duration::from_millis(reader.header().interval_ms.max(1));
-    let mut app = app(interval)?.with_replay(ReplayState::new(reader));
+    let mut app = app(interval)?;
+    app.set_utc(utc);
+    let mut app = app.with_replay(ReplayState::new(reader));
+    if let Some(at) = at {
+        // A time that cannot be read is a usage error, before the screen.
+        if let Some(note) = app.seek_to(at).map_err(TuiError::At)? {
+            app.set_message(note);
+        }
+    }
     let (tx, rx) = mpsc::channel();
     let (guard, mut term) = terminal::enter()?;
     event_loop::spawn_input(tx.clone());

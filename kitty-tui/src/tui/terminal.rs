@@ -12,6 +12,7 @@ pub fn restore() {
     let _ = terminal::disable_raw_mode();
     let _ = execute!(
         std::io::stdout(),
+        crossterm::event::DisableMouseCapture,
         terminal::LeaveAlternateScreen,
         cursor::Show
     );
@@ -38,6 +39,11 @@ pub fn enter() -> std::io::Result<(TermGuard, Term)> {
         terminal::EnterAlternateScreen,
         cursor::Hide
     )?;
+    // Click selects a rank, the wheel scrolls (KITTY_NO_MOUSE=1 leaves the
+    // mouse to the terminal, for selecting text).
+    if std::env::var_os("KITTY_NO_MOUSE").is_none_or(|v| v.is_empty()) {
+        execute!(std::io::stdout(), crossterm::event::EnableMouseCapture)?;
+    }
     let term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     Ok((guard, term))
 }

@@ -149,6 +149,8 @@ fn app_with(frames: impl IntoIterator<Item = Frame>) -> App {
     let mut app = App::new(KeyMap::default(), Duration::from_millis(500));
     app.set_kernel("6.18.0");
     app.set_color(true);
+    // Snapshots must not depend on the zone of the machine running them.
+    app.set_utc(true);
     for f in frames {
         app.on_frame(f);
     }
@@ -292,7 +294,7 @@ fn keys_filter_sort_pause_and_step() {
     app.on_key(key(KeyCode::Char(' ')));
     assert!(app.is_paused());
     let seq = app.frame().unwrap().seq;
-    app.on_key(key(KeyCode::Char('t')));
+    app.on_key(key(KeyCode::Char('T')));
     assert_eq!(app.frame().unwrap().seq, seq - 1);
     app.on_frame(frame(8, true, 4));
     assert_eq!(
@@ -300,8 +302,8 @@ fn keys_filter_sort_pause_and_step() {
         seq - 1,
         "paused view does not move"
     );
-    app.on_key(key(KeyCode::Char('T')));
-    app.on_key(key(KeyCode::Char('T')));
+    app.on_key(key(KeyCode::Char('t')));
+    app.on_key(key(KeyCode::Char('t')));
     assert_eq!(app.frame().unwrap().seq, seq + 1);
     app.on_key(key(KeyCode::Char('q')));
     assert!(app.should_quit());
@@ -617,4 +619,64 @@ fn findings_have_their_own_pane_with_the_remedy() {
     // No verdict: a finding is not a straggler.
     assert!(!text.contains("rank 3: "), "{text}");
     insta::assert_snapshot!(text);
+}
+
+/// Three jobs of 4 ranks, rank 2 of each a straggler (job names differ so
+/// the JOB column appears).
+fn three_jobs(t: u64) -> Frame {
+    let mut f = frame(t, true, 4);
+    let one = f.clone();
+    for (j, name) in ["bert-ft", "llama-70b"].iter().enumerate() {
+        let base = 100 * (j as u32 + 1);
+        for r in &one.ranks {
+            let mut r = r.clone();
+            r.key.pid += base;
+            r.labels.job = Some((*name).into());
+            f.ranks.push(r);
+        }
+        for v in &one.verdicts {
+            let mut v = v.clone();
+            v.pid += base;
+            v.job = Some((*name).into());
+            v.ratio *= (j + 2) as f64;
+            f.verdicts.push(v);
+        }
+    }
+    f
+}
+
+#[test]
+fn every_flagged_ratio_and_the_mode_fit_at_every_size() {
+    for jobs in [1, 3] {
+        let frames: Vec<Frame> = (0..8)
+            .map(|t| {
+                if jobs == 1 {
+                    frame(t, true, 4)
+                } else {
+                    three_jobs(t)
+                }
+            })
+            .collect();
+        let app = app_with(frames.clone());
+        for (w, h) in [(80, 24), (120, 40), (160, 45)] {
+            let text = render(&app, w, h);
+            assert!(
+                text.contains("LIVE 08:00:03 UTC"),
+                "{jobs} jobs {w}x{h}: mode\n{text}"
+            );
+            let last = frames.last().unwrap();
+            for v in &last.verdicts {
+                let cell = format!("runq {:.0}x", v.ratio);
+                assert!(text.contains(&cell), "{jobs} jobs {w}x{h}: {cell}\n{text}");
+            }
+            assert_eq!(
+                text.lines().nth(3).unwrap().contains("JOB"),
+                jobs > 1,
+                "{jobs} jobs {w}x{h}: a JOB column only for several jobs\n{text}"
+            );
+        }
+        if jobs == 3 {
+            insta::assert_snapshot!("three_jobs_80x24", render(&app, 80, 24));
+        }
+    }
 }

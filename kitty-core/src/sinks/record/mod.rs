@@ -4,25 +4,40 @@
 //! ```text
 //! file   := header record*
 //! header := "KITTYREC" major:u16le minor:u16le len:u32le json[len] crc32(json):u32le
-//! record := "KFR1" len:u32le mono_ns:u64le wall_ns:u64le crc:u32le zstd(json(Frame))[len]
-//!           crc covers mono_ns, wall_ns and the compressed payload
+//! record := magic len:u32le mono_ns:u64le wall_ns:u64le crc:u32le payload[len]
+//!           crc covers mono_ns, wall_ns and the payload
+//! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame))
+//!         | "KFR2"   (format 2) payload = zstd(json(Frame)) with the JSON of
+//!                    the last keyframe before it as the dictionary
 //! ```
-//! A file cut by a crash replays up to its last whole frame. Seeking reads
-//! only the 28-byte record heads, never the payloads. A reader refuses a
-//! newer major version.
+//! Consecutive frames are nearly the same, so a frame compressed against
+//! its keyframe (one every [`KEY_EVERY`] frames) is a fraction of its own
+//! size; reading any frame costs at most two decompressions. A file cut by
+//! a crash replays up to its last whole frame. Seeking reads only the
+//! 28-byte record heads, never the payloads. A reader refuses a newer major
+//! version; format 1 files (keyframes only) still replay.
 
 mod reader;
 mod writer;
 
-pub use reader::Reader;
+pub use reader::{IndexEntry, Reader};
 pub use writer::{Sink, Writer};
 
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"KITTYREC";
+/// A frame compressed on its own.
 pub const FRAME_MAGIC: &[u8; 4] = b"KFR1";
-pub const MAJOR: u16 = 1;
+/// A frame compressed against its keyframe (format 2).
+pub const DELTA_MAGIC: &[u8; 4] = b"KFR2";
+/// 2: delta frames against keyframes. 1: every frame on its own.
+pub const MAJOR: u16 = 2;
 pub const MINOR: u16 = 0;
+/// A keyframe every this many frames (8 s at 500 ms): what a damaged
+/// keyframe can cost, and the size of a frame's context.
+pub const KEY_EVERY: u64 = 16;
+/// zstd level of keyframes and deltas.
+const LEVEL: i32 = 3;
 /// magic + len + mono + wall + crc
 pub const RECORD_HEAD: usize = 4 + 4 + 8 + 8 + 4;
 /// No frame is this large; a bigger length is corruption, not data.

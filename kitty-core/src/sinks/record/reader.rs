@@ -1,6 +1,7 @@
 //! Reads recordings: builds an index from record heads alone (seekable
 //! without decompressing), tolerates truncation and garbage, and verifies
-//! each frame's checksum when it is read.
+//! each frame's checksum when it is read; a delta frame is decoded against
+//! its keyframe (kept for the frames after it).
 
 use super::*;
 use crate::model::Frame;
@@ -15,6 +16,15 @@ pub struct IndexEntry {
     pub mono_ns: u64,
     pub wall_ns: u64,
     pub crc: u32,
+    /// For a delta frame, the index of the last keyframe before it; None
+    /// for a keyframe, and for a delta with no keyframe before it.
+    pub base: Option<usize>,
+    pub key: bool,
+}
+
+/// Either record magic, or the start of one.
+fn is_magic(m: &[u8]) -> bool {
+    m == FRAME_MAGIC || m == DELTA_MAGIC
 }
 
 pub struct Reader {
@@ -23,6 +33,9 @@ pub struct Reader {
     header: Header,
     index: Vec<IndexEntry>,
     warnings: Vec<String>,
+    /// The last keyframe decoded (its index and a decompressor with its
+    /// JSON as the dictionary): a replay reads its deltas in turn.
+    key_cache: Option<(usize, zstd::bulk::Decompressor<'static>)>,
 }
 
 impl Reader {
@@ -63,6 +76,7 @@ impl Reader {
             header,
             index: Vec::new(),
             warnings: Vec::new(),
+            key_cache: None,
         };
         r.build_index(16 + hlen + 4, file_len)?;
         Ok(r)
@@ -75,6 +89,8 @@ impl Reader {
 
     fn build_index(&mut self, mut off: u64, file_len: u64) -> Result<(), RecordError> {
         let mut head = [0u8; RECORD_HEAD];
+        // The keyframe the next delta frames are compressed against.
+        let mut last_key: Option<usize> = None;
         while off < file_len {
             if file_len - off < RECORD_HEAD as u64 {
                 self.warnings.push(format!(
@@ -88,7 +104,8 @@ impl Reader {
                 .map_err(|e| RecordError::Io(self.path.clone(), e))?;
             let len = u32::from_le_bytes(head[4..8].try_into().unwrap());
             let end = off + RECORD_HEAD as u64 + len as u64;
-            let sane = &head[..4] == FRAME_MAGIC && len <= MAX_FRAME;
+            let sane = is_magic(&head[..4]) && len <= MAX_FRAME;
+            let key = &head[..4] == FRAME_MAGIC;
             if sane && end > file_len && self.find_magic(off + 1, file_len).is_none() {
                 self.warnings.push(format!(
                     "{}: last frame at byte {off} is incomplete ({} of {} bytes; likely cut by a crash)",
@@ -106,6 +123,8 @@ impl Reader {
                 mono_ns: u64::from_le_bytes(head[8..16].try_into().unwrap()),
                 wall_ns: u64::from_le_bytes(head[16..24].try_into().unwrap()),
                 crc: u32::from_le_bytes(head[24..28].try_into().unwrap()),
+                base: if key { None } else { last_key },
+                key,
             };
             // When the next head is damaged, this record is still good if its
             // checksum holds (only then are its payload bytes read here).
@@ -120,6 +139,9 @@ impl Reader {
                             self.path,
                             next - off
                         ));
+                        // What was skipped may have been a keyframe: the
+                        // deltas after it then name an older keyframe, and
+                        // zstd's content checksum fails them when read.
                         off = next;
                         continue;
                     }
@@ -132,6 +154,9 @@ impl Reader {
                     }
                 }
             }
+            if key {
+                last_key = Some(self.index.len());
+            }
             self.index.push(entry);
             off = end;
         }
@@ -143,7 +168,8 @@ impl Reader {
     fn magic_prefix_at(&mut self, off: u64, file_len: u64) -> bool {
         let n = (file_len - off).min(4) as usize;
         let mut m = [0u8; 4];
-        self.read_at(off, &mut m[..n]).is_ok() && m[..n] == FRAME_MAGIC[..n]
+        self.read_at(off, &mut m[..n]).is_ok()
+            && (m[..n] == FRAME_MAGIC[..n] || m[..n] == DELTA_MAGIC[..n])
     }
 
     fn find_magic(&mut self, from: u64, file_len: u64) -> Option<u64> {
@@ -152,7 +178,7 @@ impl Reader {
         while off < file_len {
             let n = ((file_len - off) as usize).min(buf.len());
             self.read_at(off, &mut buf[..n]).ok()?;
-            if let Some(p) = buf[..n].windows(4).position(|w| w == FRAME_MAGIC) {
+            if let Some(p) = buf[..n].windows(4).position(is_magic) {
                 return Some(off + p as u64);
             }
             if n < 4 {
@@ -208,8 +234,28 @@ impl Reader {
             why,
         };
         let payload = self.verify(&e).map_err(corrupt)?;
-        let json = zstd::bulk::decompress(&payload, MAX_FRAME as usize)
-            .map_err(|err| corrupt(format!("decompress: {err}")))?;
+        let json = if e.key {
+            zstd::bulk::decompress(&payload, MAX_FRAME as usize)
+                .map_err(|err| corrupt(format!("decompress: {err}")))?
+        } else {
+            let base = e
+                .base
+                .ok_or_else(|| corrupt("its keyframe is damaged or missing".into()))?;
+            if self.key_cache.as_ref().map(|c| c.0) != Some(base) {
+                let key = self.index[base];
+                let kp = self
+                    .verify(&key)
+                    .map_err(|w| corrupt(format!("its keyframe {base}: {w}")))?;
+                let kj = zstd::bulk::decompress(&kp, MAX_FRAME as usize)
+                    .map_err(|err| corrupt(format!("its keyframe {base}: decompress: {err}")))?;
+                let d = zstd::bulk::Decompressor::with_dictionary(&kj)
+                    .map_err(|err| corrupt(format!("dictionary: {err}")))?;
+                self.key_cache = Some((base, d));
+            }
+            let (_, d) = self.key_cache.as_mut().expect("just set");
+            d.decompress(&payload, MAX_FRAME as usize)
+                .map_err(|err| corrupt(format!("decompress: {err}")))?
+        };
         serde_json::from_slice(&json).map_err(|err| corrupt(format!("decode: {err}")))
     }
 

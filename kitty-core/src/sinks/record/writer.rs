@@ -33,6 +33,8 @@ pub struct Writer {
     path: String,
     frames: u64,
     bytes: u64,
+    /// The compressor that has the last keyframe's JSON as its dictionary.
+    delta: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl Writer {
@@ -52,6 +54,7 @@ impl Writer {
             path: name.into(),
             frames: 0,
             bytes: 0,
+            delta: None,
         };
         let json = serde_json::to_vec(header).expect("header serializes");
         let mut head = Vec::with_capacity(json.len() + 20);
@@ -76,10 +79,24 @@ impl Writer {
 
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
         let json = serde_json::to_vec(frame).expect("frames serialize");
-        let payload =
-            zstd::bulk::compress(&json, 3).map_err(|e| RecordError::Io(self.path.clone(), e))?;
+        let io = |e| RecordError::Io(self.path.clone(), e);
+        let key = self.frames.is_multiple_of(KEY_EVERY) || self.delta.is_none();
+        let payload = if key {
+            let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
+            // The next frames are compressed against this one.
+            let mut c = zstd::bulk::Compressor::with_dictionary(LEVEL, &json).map_err(io)?;
+            // A delta decoded against the wrong keyframe must fail, not
+            // give another frame: zstd's own content checksum says so.
+            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+                .map_err(io)?;
+            self.delta = Some(c);
+            p
+        } else {
+            let c = self.delta.as_mut().expect("a keyframe came first");
+            c.compress(&json).map_err(io)?
+        };
         let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
-        rec.extend_from_slice(FRAME_MAGIC);
+        rec.extend_from_slice(if key { FRAME_MAGIC } else { DELTA_MAGIC });
         rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         let times = [frame.mono_ns.to_le_bytes(), frame.wall_ns.to_le_bytes()].concat();
         rec.extend_from_slice(&times);

@@ -3,7 +3,10 @@
 
 use super::{App, Input, Request, View, SORTS};
 use crate::tui::keymap::Action;
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// Rows a page key moves.
+const PAGE: usize = 10;
 
 impl App {
     pub fn on_key(&mut self, ev: KeyEvent) {
@@ -12,6 +15,11 @@ impl App {
             return;
         }
         self.message = None;
+        // Ctrl-C quits whatever keys.conf says (a terminal habit).
+        if ev.code == KeyCode::Char('c') && ev.modifiers.contains(KeyModifiers::CONTROL) {
+            self.quit = true;
+            return;
+        }
         if self.nav.view == View::Flame && self.flame_key(ev) {
             return;
         }
@@ -34,6 +42,11 @@ impl App {
             }
             Action::Top => self.nav.selected = 0,
             Action::Bottom => self.nav.selected = n.saturating_sub(1),
+            Action::PageUp => self.nav.selected = self.selected_index().saturating_sub(PAGE),
+            Action::PageDown => {
+                self.nav.selected = (self.selected_index() + PAGE).min(n.saturating_sub(1))
+            }
+            Action::Redraw => self.requests.push(Request::Redraw),
             Action::Open => {
                 if self.nav.view == View::Main && n > 0 {
                     self.nav.view = View::Detail;
@@ -50,12 +63,67 @@ impl App {
             Action::Filter => self.nav.input = Some(Input::Filter(self.nav.filter.clone())),
             Action::Command => self.nav.input = Some(Input::Command(String::new())),
             Action::Sort => self.nav.sort = (self.nav.sort + 1) % SORTS.len(),
+            Action::SortReverse => self.nav.reversed = !self.nav.reversed,
             Action::Pause => self.toggle_pause(),
             Action::StepBack => self.step(-1),
             Action::StepForward => self.step(1),
             Action::Faster => self.speed(2.0),
             Action::Slower => self.speed(0.5),
             Action::Profile => self.ask_profile(),
+        }
+    }
+
+    /// A click on a rank row selects it (a second click opens it), the
+    /// wheel moves the selection. True when the screen changed.
+    pub fn on_mouse(&mut self, m: crossterm::event::MouseEvent) -> bool {
+        use crossterm::event::{MouseButton, MouseEventKind};
+        let n = self.rows().len();
+        match m.kind {
+            MouseEventKind::ScrollUp => {
+                self.nav.selected = self.selected_index().saturating_sub(1);
+                true
+            }
+            MouseEventKind::ScrollDown => {
+                self.nav.selected = (self.selected_index() + 1).min(n.saturating_sub(1));
+                true
+            }
+            MouseEventKind::Down(MouseButton::Left) if self.nav.view == View::Main => {
+                let Some((top, height)) = self.layout.rank_rows.get() else {
+                    return false;
+                };
+                // A click on a sortable header sorts by it; again: reversed.
+                let hit = {
+                    let h = self.layout.sort_headers.borrow();
+                    (m.row == h.0)
+                        .then(|| h.1.iter().find(|(a, b, _)| (*a..=*b).contains(&m.column)))
+                        .flatten()
+                        .map(|x| x.2)
+                };
+                if let Some(i) = hit {
+                    if self.nav.sort == i {
+                        self.nav.reversed = !self.nav.reversed;
+                    } else {
+                        self.nav.sort = i;
+                        self.nav.reversed = false;
+                    }
+                    return true;
+                }
+                if m.row < top || m.row >= top + height {
+                    return false;
+                }
+                let i = (m.row - top) as usize;
+                if i >= n {
+                    return false;
+                }
+                if i == self.selected_index() {
+                    self.nav.view = View::Detail;
+                    self.ask_drill();
+                } else {
+                    self.nav.selected = i;
+                }
+                true
+            }
+            _ => false,
         }
     }
 

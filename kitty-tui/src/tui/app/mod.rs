@@ -63,6 +63,8 @@ pub enum Request {
     Profile { pid: u32, name: String },
     /// Write the flame view's profile as folded stacks and SVG.
     WriteProfile,
+    /// Clear and redraw the whole screen (Ctrl-L).
+    Redraw,
     /// Ask a cluster rank's node (its `serve`) for what the series lack.
     Drill {
         key: ProcKey,
@@ -71,6 +73,20 @@ pub enum Request {
         rank: Option<u32>,
     },
 }
+
+/// Where the views drew what a click can hit (written while drawing, the
+/// one thing a view writes: the layout is only known then).
+#[derive(Debug, Default)]
+pub struct Layout {
+    /// The first rank row's line and how many rows are visible.
+    pub rank_rows: std::cell::Cell<Option<(u16, u16)>>,
+    /// The rank table's header line and its sortable columns: (first
+    /// column, last column, index in `SORTS`).
+    pub sort_headers: std::cell::RefCell<(u16, Vec<HeaderSpan>)>,
+}
+
+/// A sortable header's columns on screen and its index in `SORTS`.
+pub type HeaderSpan = (u16, u16, usize);
 
 /// The cluster drill-down of one rank: asked for, answered, or why not.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +116,8 @@ struct Nav {
     view: View,
     selected: usize,
     sort: usize,
+    /// The sort order turned round (`S`).
+    reversed: bool,
     filter: String,
     input: Option<Input>,
 }
@@ -135,10 +153,13 @@ pub struct App {
     requests: Vec<Request>,
     /// The last drill-down, for the rank it was asked for.
     drill: Option<(ProcKey, Drill)>,
+    /// Where the last draw put things the mouse can click.
+    pub layout: Layout,
     message: Option<String>,
     recording: Option<String>,
     kernel: String,
     color: bool,
+    utc: bool,
     quit: bool,
 }
 
@@ -165,16 +186,19 @@ impl App {
                 view: View::Main,
                 selected: 0,
                 sort: 0,
+                reversed: false,
                 filter: String::new(),
                 input: None,
             },
             profiling: Profiling::default(),
             requests: Vec::new(),
             drill: None,
+            layout: Layout::default(),
             message: None,
             recording: None,
             kernel: String::new(),
             color: true,
+            utc: false,
             quit: false,
         }
     }
@@ -188,6 +212,15 @@ impl App {
 
     pub fn set_recording(&mut self, path: Option<String>) {
         self.recording = path;
+    }
+
+    /// Times in UTC instead of the local zone (`--utc`).
+    pub fn set_utc(&mut self, on: bool) {
+        self.utc = on;
+    }
+
+    pub fn utc(&self) -> bool {
+        self.utc
     }
 
     pub fn set_color(&mut self, on: bool) {
@@ -290,6 +323,10 @@ impl App {
 
     pub fn filter(&self) -> &str {
         &self.nav.filter
+    }
+
+    pub fn sort_reversed(&self) -> bool {
+        self.nav.reversed
     }
 
     pub fn sort(&self) -> (&'static str, SortBy) {
@@ -412,6 +449,9 @@ impl App {
                     .unwrap_or(f64::MIN)
                     .total_cmp(&a.signal(sig).unwrap_or(f64::MIN))
             }),
+        }
+        if self.nav.reversed {
+            rows.reverse();
         }
         rows
     }

@@ -159,50 +159,86 @@ impl App {
         }
     }
 
-    /// `seek +30s`, `seek -2m`, `seek 12:03:04` (UTC), `seek start`, `seek end`.
+    /// `:seek EXPR`: a seek that cannot be done says why.
     pub(super) fn seek(&mut self, expr: &str) {
+        match self.seek_to(expr) {
+            Ok(note) => self.message = note,
+            Err(e) => self.message = Some(e),
+        }
+    }
+
+    /// Seeks the replay: `+30s` / `-2m` from the frame shown, `5m ago`
+    /// (before now), `HH:MM[:SS]` (on the shown frame's day, in the zone the
+    /// header shows), an RFC 3339 time, `start`, `end`. A time outside the
+    /// recording goes to its first or last frame and says so (the note).
+    pub fn seek_to(&mut self, expr: &str) -> Result<Option<String>, String> {
+        let utc = self.utc;
         let Some(r) = self.replay.as_ref() else {
-            self.message = Some("seek applies to replay".into());
-            return;
+            return Err("seek applies to replay".into());
         };
         let len = r.reader.len();
         if len == 0 {
-            return;
+            return Ok(None);
         }
         let cur_wall = r.reader.index()[r.pos].wall_ns;
-        let target = match expr {
-            "start" => Some(0),
-            "end" => Some(len - 1),
-            e if e.starts_with('+') || e.starts_with('-') => {
-                kitty_core::model::time::parse_duration(&e[1..])
-                    .ok()
-                    .map(|d| {
-                        let ns = d.as_nanos() as u64;
-                        let w = if e.starts_with('+') {
-                            cur_wall.saturating_add(ns)
-                        } else {
-                            cur_wall.saturating_sub(ns)
-                        };
-                        r.seek_wall(w)
-                    })
-            }
-            e => super::command::parse_clock(e).map(|secs_of_day| {
-                let day = cur_wall / 1_000_000_000 / 86_400 * 86_400;
-                r.seek_wall((day + secs_of_day) * 1_000_000_000)
-            }),
+        let bad = || {
+            format!(
+            "cannot seek to {expr:?}: use +30s, -2m, 5m ago, HH:MM:SS, a date (RFC 3339), start or end"
+        )
         };
-        match target {
-            Some(i) => {
-                if let Some(r) = self.replay.as_mut() {
-                    r.playing = false;
+        let dur = |s: &str| {
+            kitty_core::model::time::parse_duration(s.trim()).map(|d| d.as_nanos() as u64)
+        };
+        let wall: u64 = match expr.trim() {
+            "start" => r.reader.index()[0].wall_ns,
+            "end" => r.reader.index()[len - 1].wall_ns,
+            e if e.starts_with('+') => cur_wall.saturating_add(dur(&e[1..]).map_err(|_| bad())?),
+            e if e.starts_with('-') => cur_wall.saturating_sub(dur(&e[1..]).map_err(|_| bad())?),
+            e if e.ends_with("ago") => {
+                let d = dur(e.trim_end_matches("ago")).map_err(|_| bad())?;
+                kitty_core::model::time::wall_ns().saturating_sub(d)
+            }
+            e => match super::command::parse_clock(e) {
+                Some(secs_of_day) => {
+                    // The day of the shown frame, in the zone shown.
+                    let off = kitty_core::model::time::civil(cur_wall, utc).offset_s;
+                    let local = (cur_wall / 1_000_000_000) as i64 + off;
+                    let day_start = local.div_euclid(86_400) * 86_400 - off;
+                    (day_start + secs_of_day as i64).max(0) as u64 * 1_000_000_000
                 }
-                self.replay_show(i)
-            }
-            None => {
-                self.message = Some(format!(
-                    "cannot seek to {expr:?}: use +30s, -2m, HH:MM:SS, start or end"
-                ))
-            }
+                None => humantime::parse_rfc3339_weak(e)
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos() as u64)
+                    .ok_or_else(bad)?,
+            },
+        };
+        let (first, last) = (
+            r.reader.index()[0].wall_ns,
+            r.reader.index()[len - 1].wall_ns,
+        );
+        let shown = |w: u64| {
+            let c = kitty_core::model::time::civil(w, utc);
+            format!("{} {} {}", c.date, c.time, c.zone)
+        };
+        let note = if wall < first {
+            Some(format!(
+                "{expr} is before the recording starts ({}): at its first frame",
+                shown(first)
+            ))
+        } else if wall > last + r.reader.header().interval_ms * 1_000_000 {
+            Some(format!(
+                "{expr} is after the recording ends ({}): at its last frame",
+                shown(last)
+            ))
+        } else {
+            None
+        };
+        let i = r.seek_wall(wall);
+        if let Some(r) = self.replay.as_mut() {
+            r.playing = false;
         }
+        self.replay_show(i);
+        Ok(note)
     }
 }

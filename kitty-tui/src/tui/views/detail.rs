@@ -226,6 +226,30 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     let block = Block::bordered().title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
+    // The verdicts on top: the answer before the evidence.
+    let verdicts: Vec<String> = cx
+        .app
+        .verdicts_of(r.key.pid)
+        .iter()
+        .map(|v| v.message.to_string())
+        .collect();
+    let [top, inner] = Layout::vertical([
+        Constraint::Length(if verdicts.is_empty() { 1 } else { 2 }),
+        Constraint::Min(3),
+    ])
+    .areas(inner);
+    let top_line = if verdicts.is_empty() {
+        Line::styled("in line with its peers", cx.th.dim())
+    } else {
+        Line::styled(
+            verdicts.join("; "),
+            cx.th.sev(kitty_core::model::Severity::Critical),
+        )
+    };
+    f.render_widget(
+        Paragraph::new(top_line).wrap(ratatui::widgets::Wrap { trim: true }),
+        top,
+    );
     let [charts, tables] =
         Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(inner);
     let ncols = if charts.width >= 140 {

@@ -1,10 +1,10 @@
 //! Events, newest first: as a pane of the main view, or the `:events` view.
 
 use super::Ctx;
-use kitty_core::model::time::clock;
+use kitty_core::model::time::civil;
 use kitty_core::model::{EventKind, Severity};
 use ratatui::prelude::*;
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 
 pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx, full: bool) {
     let th = &cx.th;
@@ -22,7 +22,10 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx, full: bool) {
                 _ => Style::new(),
             };
             Line::from(vec![
-                Span::styled(format!("{} ", clock(e.wall_ns)), th.dim()),
+                Span::styled(
+                    format!("{} ", civil(e.wall_ns, cx.app.utc()).time),
+                    th.dim(),
+                ),
                 Span::styled(e.message.to_string(), style),
             ])
         })
@@ -33,7 +36,10 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx, full: bool) {
         " events "
     };
     f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(title)),
+        // Wrapped, so that each line keeps its numbers at any width.
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(title)),
         area,
     );
 }

@@ -1,11 +1,21 @@
-//! The header: node, kernel, jobs with their step times, the interval, the
-//! mode (LIVE, PAUSED, REPLAY) with the time, recording; then the sources.
+//! The header: the mode (LIVE, PAUSED, REPLAY) with the time and zone and
+//! the position, recording, node, jobs with their step times, the interval
+//! and kernel; then the sources; in replay, the timeline.
 
 use super::Ctx;
-use kitty_core::model::time::clock;
+use kitty_core::model::time::civil;
 use kitty_core::model::JobKey;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
+
+/// Header lines: two, and the timeline in replay.
+pub fn height(app: &crate::tui::app::App) -> u16 {
+    if app.replay().is_some() {
+        3
+    } else {
+        2
+    }
+}
 
 pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     let (app, th) = (cx.app, &cx.th);
@@ -15,11 +25,38 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         f.render_widget(Paragraph::new(Line::from(l1)), area);
         return;
     };
-    l1.push(Span::raw(format!(
-        "│ {} │ kernel {} │ ",
-        fr.node,
-        app.kernel()
-    )));
+    // The mode and the position first: they must survive any width; the
+    // least important parts (kernel, interval) come last and are cut first.
+    let c = civil(fr.wall_ns, app.utc());
+    let now = format!("{} {}", c.time, c.zone);
+    match app.replay() {
+        Some(r) => l1.push(Span::styled(
+            format!(
+                "REPLAY {} {now} ({}/{}) {}{}x",
+                c.date,
+                r.pos() + 1,
+                r.len(),
+                if r.playing() { "▶ " } else { "⏸ " },
+                r.speed()
+            ),
+            th.title(),
+        )),
+        None if app.is_paused() => {
+            let (at, of) = app.paused_at();
+            l1.push(Span::styled(
+                format!("PAUSED {now} ({at}/{of})"),
+                th.title(),
+            ))
+        }
+        None => l1.push(Span::styled(
+            format!("LIVE {now}"),
+            th.ok().add_modifier(Modifier::BOLD),
+        )),
+    }
+    if let Some(rec) = app.recording() {
+        l1.push(Span::styled(format!(" ● REC {rec}"), th.rec()));
+    }
+    l1.push(Span::raw(format!(" │ {} │ ", fr.node)));
     // Jobs by name and identity: two launches of one name are two jobs,
     // told apart by their id.
     let mut jobs: Vec<(JobKey, usize)> = Vec::new();
@@ -48,34 +85,11 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     if !jobs_s.is_empty() {
         l1.push(Span::raw(format!("job {} │ ", jobs_s.join(", "))));
     }
-    l1.push(Span::raw(format!("every {} ms │ ", fr.interval_ms)));
-    let now = clock(fr.wall_ns);
-    match app.replay() {
-        Some(r) => l1.push(Span::styled(
-            format!(
-                "REPLAY {now} ({}/{}) {}{}x",
-                r.pos() + 1,
-                r.len(),
-                if r.playing() { "▶ " } else { "⏸ " },
-                r.speed()
-            ),
-            th.title(),
-        )),
-        None if app.is_paused() => {
-            let (at, of) = app.paused_at();
-            l1.push(Span::styled(
-                format!("PAUSED {now} ({at}/{of})"),
-                th.title(),
-            ))
-        }
-        None => l1.push(Span::styled(
-            format!("LIVE {now}"),
-            th.ok().add_modifier(Modifier::BOLD),
-        )),
-    }
-    if let Some(rec) = app.recording() {
-        l1.push(Span::styled(format!(" │ ● REC {rec}"), th.rec()));
-    }
+    l1.push(Span::raw(format!(
+        "every {} ms │ kernel {}",
+        fr.interval_ms,
+        app.kernel()
+    )));
     let mut l2: Vec<Span> = vec![Span::raw(" sources: ")];
     for (name, st) in fr.sources.iter() {
         if st.is_ok() {
@@ -97,5 +111,47 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         }
         l2.push(Span::raw("  "));
     }
-    f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
+    let mut lines = vec![Line::from(l1), Line::from(l2)];
+    if let Some(r) = app.replay() {
+        lines.push(timeline(r, area.width, app.utc(), th));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// `start ━━━━●───── end (date zone, length)`: where the replay is.
+fn timeline<'a>(
+    r: &crate::tui::app::ReplayState,
+    width: u16,
+    utc: bool,
+    th: &crate::tui::theme::Theme,
+) -> Line<'a> {
+    let (Some(a), Some(b), Some(now)) = (r.wall_ns(0), r.wall_ns(r.len() - 1), r.wall_ns(r.pos()))
+    else {
+        return Line::raw("");
+    };
+    let (ca, cb) = (civil(a, utc), civil(b, utc));
+    let span = std::time::Duration::from_secs(b.saturating_sub(a) / 1_000_000_000);
+    let tail = format!(
+        " {} ({} {}, {})",
+        cb.time,
+        ca.date,
+        ca.zone,
+        humantime::format_duration(span)
+    );
+    let head = format!(" {} ", ca.time);
+    let bar = (width as usize)
+        .saturating_sub(head.chars().count() + tail.chars().count() + 1)
+        .max(4);
+    let at = if b > a {
+        ((now - a) as f64 / (b - a) as f64 * (bar - 1) as f64).round() as usize
+    } else {
+        0
+    };
+    Line::from(vec![
+        Span::styled(head, th.dim()),
+        Span::styled("━".repeat(at), th.title()),
+        Span::styled("●", th.title()),
+        Span::styled("─".repeat(bar - 1 - at.min(bar - 1)), th.dim()),
+        Span::styled(tail, th.dim()),
+    ])
 }

@@ -25,7 +25,7 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
         sorts.join("|")
     )));
     lines.push(Line::raw(
-        "  :seek +30s | -2m | 12:03:04 | start | end      (replay)",
+        "  :seek +30s | -2m | 5m ago | 12:03:04 | 2026-12-01T12:03:04Z | start | end      (replay)",
     ));
     lines.push(Line::raw(""));
     lines.push(Line::styled("Flame view (after p)", th.title()));
@@ -34,6 +34,9 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     ));
     lines.push(Line::raw(""));
     lines.push(Line::raw(format!("Key bindings: {}", km.source_text())));
+    lines.push(Line::raw(
+        "Mouse: click selects a rank (again: opens it), a header sorts (again: reversed), the wheel moves; Ctrl-C always quits.",
+    ));
     lines.push(Line::raw("Cells are highlighted when a rank is an outlier against its peers: yellow warning, red critical."));
     lines.push(Line::raw("A ↳ verdict is a consequence of another rank's (its cause is named); findings are steady-window placement issues with their remedy, never stragglers."));
     f.render_widget(Clear, area);

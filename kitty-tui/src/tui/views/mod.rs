@@ -33,6 +33,8 @@ pub const MIN_SIZE: (u16, u16) = (30, 8);
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
+    // Only what this draw puts on screen can be clicked.
+    app.layout.rank_rows.set(None);
     let cx = Ctx {
         app,
         th: Theme { color: app.color() },
@@ -47,7 +49,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         return;
     }
     let [head, body, foot] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(header::height(app)),
         Constraint::Min(3),
         Constraint::Length(1),
     ])

@@ -59,9 +59,12 @@ const COLS: &[Col] = &[
 /// Sparkline points per cell.
 const SPARK_N: usize = 5;
 
-fn visible_cols(width: u16) -> (Vec<&'static Col>, usize) {
-    // Fixed: RANK 7, PID 8 (NODE 14), VERDICT at least 18.
-    let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2);
+/// Width of the JOB column, when more than one job is on screen.
+const JOB_WIDTH: u16 = 12;
+
+fn visible_cols(width: u16, extra: u16) -> (Vec<&'static Col>, usize) {
+    // Fixed: RANK 7, PID 8 (NODE 14), VERDICT at least 18, and `extra`.
+    let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2 + extra);
     let mut cols: Vec<&Col> = COLS.iter().collect();
     let mut dropped = 0;
     while cols.iter().map(|c| c.width + 1).sum::<u16>() > budget && !cols.is_empty() {
@@ -119,6 +122,29 @@ fn value_cell<'a>(cx: &Ctx, r: &RankFrame, c: &Col) -> Cell<'a> {
     }
 }
 
+/// A signal's name in the verdict cell: short enough that the ratio and
+/// the count of further verdicts fit at 80 columns (the status line and the
+/// events pane have the sentence).
+fn short(sig: Sig) -> &'static str {
+    match sig {
+        Sig::RunDelayMsPerS => "runq",
+        Sig::RunqP99Us => "runq p99",
+        Sig::CfsThrottledMsPerS => "throttled",
+        Sig::MigrationsPerS => "migr",
+        Sig::RetransPerS => "retx",
+        Sig::RttP50Us => "rtt p50",
+        Sig::RttP99Us => "rtt p99",
+        Sig::SrttMaxUs => "srtt",
+        Sig::TxQueueBytes => "txq",
+        Sig::GpuLost => "gpu lost",
+        Sig::GpuThrottleSlowing => "gpu thrtl",
+        Sig::GpuXidRecent => "xid",
+        Sig::GpuSmClockMhz => "sm clock",
+        Sig::GpuSmActivePct => "sm active",
+        s => s.label(),
+    }
+}
+
 fn verdict_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
     let vs = cx.app.verdicts_of(r.key.pid);
     match vs.first() {
@@ -128,11 +154,11 @@ fn verdict_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
             let who = c
                 .rank
                 .map_or(format!("pid {}", c.pid), |r| format!("rank {r}"));
-            Cell::from(format!("↳ {} from {who}", v.signal.label())).style(cx.th.dim())
+            Cell::from(format!("↳ {} from {who}", short(v.signal))).style(cx.th.dim())
         }
         Some(v) => Cell::from(format!(
             "{} {:.0}x{}",
-            v.signal.label(),
+            short(v.signal),
             v.ratio,
             if vs.len() > 1 {
                 format!(" +{}", vs.len() - 1)
@@ -166,18 +192,25 @@ fn empty_state(f: &mut Frame, area: Rect, cx: &Ctx) {
 fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
     let app = cx.app;
     let rows = app.rows();
-    let (cols, dropped) = visible_cols(area.width);
+    // A JOB column only when ranks of several jobs share the screen.
+    let jobs: std::collections::BTreeSet<_> = rows.iter().map(|r| r.labels.job_key()).collect();
+    let multi_job = jobs.len() > 1;
+    let spans_nodes = rows.iter().any(|r| r.node.is_some());
+    let id_width: u16 = if spans_nodes { 14 } else { 8 };
+    let (cols, dropped) = visible_cols(
+        area.width,
+        (id_width - 8) + if multi_job { JOB_WIDTH + 1 } else { 0 },
+    );
     let sort = app.sort().1;
     let mark = |on: bool| if on { "▼" } else { "" };
     // A frame that spans nodes (the cluster view) names each rank's node
     // where a node's own view gives the pid.
-    let spans_nodes = rows.iter().any(|r| r.node.is_some());
-    let id_width: u16 = if spans_nodes { 14 } else { 8 };
-    let mut header = vec![
-        Cell::from("RANK"),
-        Cell::from(if spans_nodes { "NODE" } else { "PID" }),
-        Cell::from("GPU"),
-    ];
+    let mut header = vec![Cell::from("RANK")];
+    if multi_job {
+        header.push(Cell::from("JOB"));
+    }
+    header.push(Cell::from(if spans_nodes { "NODE" } else { "PID" }));
+    header.push(Cell::from("GPU"));
     header.extend(cols.iter().map(|c| {
         Cell::from(format!(
             "{}{}",
@@ -198,11 +231,16 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
                 Some(n) if spans_nodes => n.to_string(),
                 _ => r.key.pid.to_string(),
             };
-            let mut cells = vec![
-                Cell::from(r.labels.rank.map_or("-".to_string(), |x| x.to_string())),
-                Cell::from(id),
-                gpu_cell(cx, r),
-            ];
+            let mut cells = vec![Cell::from(
+                r.labels.rank.map_or("-".to_string(), |x| x.to_string()),
+            )];
+            if multi_job {
+                cells.push(Cell::from(
+                    r.labels.job.as_deref().unwrap_or("-").to_string(),
+                ));
+            }
+            cells.push(Cell::from(id));
+            cells.push(gpu_cell(cx, r));
             cells.extend(cols.iter().map(|c| value_cell(cx, r, c)));
             cells.push(if r.stale {
                 Cell::from("stale: node stopped reporting").style(cx.th.dim())
@@ -217,11 +255,11 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
             }
         })
         .collect();
-    let mut widths = vec![
-        Constraint::Length(6),
-        Constraint::Length(id_width),
-        Constraint::Length(4),
-    ];
+    let mut widths = vec![Constraint::Length(6)];
+    if multi_job {
+        widths.push(Constraint::Length(JOB_WIDTH));
+    }
+    widths.extend([Constraint::Length(id_width), Constraint::Length(4)]);
     widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
     widths.push(Constraint::Min(14));
     let mut title = format!(" ranks ({}) ", rows.len());
@@ -231,6 +269,11 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
     if dropped > 0 {
         title.push_str(&format!("· {dropped} columns hidden, widen the terminal "));
     }
+    // Border and header above the first row, border below the last.
+    cx.app
+        .layout
+        .rank_rows
+        .set(Some((area.y + 2, area.height.saturating_sub(3))));
     let table = Table::new(body, widths)
         .header(Row::new(header).style(cx.th.title()))
         .block(Block::bordered().title(title));

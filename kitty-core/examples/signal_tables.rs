@@ -1,0 +1,16 @@
+//! Prints the README's signal tables from the catalog (rank, host, gpu,
+//! netns), each after a `<!-- signals:SCOPE -->` line: `cargo run -p
+//! kitty-core --example signal_tables`.
+#![allow(clippy::print_stdout)]
+use kitty_core::model::signal::{markdown_table, scope};
+
+fn main() {
+    for (what, sc) in [
+        ("rank", scope::RANK),
+        ("host", scope::HOST),
+        ("gpu", scope::GPU),
+        ("netns", scope::NETNS),
+    ] {
+        println!("<!-- signals:{what} -->\n{}", markdown_table(sc));
+    }
+}
