@@ -6,7 +6,7 @@
  *   count, driver, gpu.N.{name,util,mem_util,mem_total,mem_used,power_mw,
  *   energy_mj,temp,sm_clock,sm_clock_max,mem_clock,mem_clock_max,throttle,
  *   pcie_rx_kb,pcie_tx_kb,pcie_gen,pcie_width,ecc_sbe,ecc_dbe,lost,hang_ms,
- *   pids,proc_util,nvlinks,nvlink_crc,nvlink_tx_kib,nvlink_rx_kib}
+ *   pids,proc_util,nvlinks,nvlink_crc,nvlink_tx_kib,nvlink_rx_kib,uuid,bus_id}
  *   pids = "pid:bytes,pid:bytes"   proc_util = "pid:sm%,pid:sm%"
  *   xid.seq, xid.gpu, xid.code   (a new seq delivers one XID event)
  */
@@ -114,6 +114,26 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int n) {
     snprintf(name, n, "%s", v);
     return OK;
 }
+/* nvml.h's nvmlPciInfo_t: the bus id kitty maps to a NUMA node in sysfs. */
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    DEV(d);
+    char key[64], v[32];
+    memset(p, 0, sizeof *p);
+    snprintf(v, sizeof v, "00000000:%02X:00.0", 0x10 + i);
+    snprintf(key, sizeof key, "gpu.%u.bus_id", i);
+    lookup(key, v, sizeof v);
+    snprintf(p->busId, sizeof p->busId, "%s", v);
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%.15s", v + 4);
+    p->bus = 0x10 + i;
+    return OK;
+}
+
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int n) {
     DEV(d);
     char key[64], v[96];

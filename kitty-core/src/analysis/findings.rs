@@ -106,6 +106,7 @@ impl Findings {
                 found.extend(self.shared(&ranks, host_cpus));
             }
             found.extend(affinity(&ranks, host_cpus));
+            found.extend(numa(frame, &ranks));
             if now.saturating_sub(self.busy_ns) <= SCAN_FRESH_NS {
                 found.extend(self.neighbours(&ranks, host_cpus));
             }
@@ -383,6 +384,78 @@ fn affinity(ranks: &[&RankFrame], host_cpus: u32) -> Vec<Finding> {
     )]
 }
 
+/// Ranks whose allowed CPUs are mostly on another NUMA node than their
+/// GPU's or a NIC's their NCCL settings name: every copy crosses the
+/// socket interconnect. An unpinned rank (half on each node) is not one:
+/// that is the affinity finding's.
+fn numa(frame: &Frame, ranks: &[&RankFrame]) -> Vec<Finding> {
+    let nodes = &frame.host.numa;
+    if nodes.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for r in ranks {
+        let total = count(&r.affinity);
+        if total == 0 {
+            continue;
+        }
+        let mut devices: Vec<(String, u32)> = Vec::new();
+        if let Some(g) = r.gpu {
+            if let Some(n) = frame
+                .gpus
+                .iter()
+                .find(|x| x.index == g)
+                .and_then(|x| x.numa_node)
+            {
+                devices.push((format!("GPU {g}"), n));
+            }
+        }
+        devices.extend(
+            r.nic_numa
+                .iter()
+                .map(|(name, n)| (format!("NIC {name}"), *n)),
+        );
+        let off: Vec<&(String, u32)> = devices
+            .iter()
+            .filter(|(_, n)| {
+                let on = nodes
+                    .iter()
+                    .find(|x| x.node == *n)
+                    .map_or(0, |x| count(&intersection(&r.affinity, &x.cpus)));
+                on * 2 < total
+            })
+            .collect();
+        let Some((_, want)) = off.first() else {
+            continue;
+        };
+        let home: Vec<String> = nodes
+            .iter()
+            .filter(|x| !intersection(&r.affinity, &x.cpus).is_empty())
+            .map(|x| x.node.to_string())
+            .collect();
+        let names: Vec<String> = off
+            .iter()
+            .map(|(d, n)| format!("its {d} is on node {n}"))
+            .collect();
+        out.push(finding(
+            FindingKind::NumaMismatch,
+            &[r],
+            format!(
+                "{} may run on CPUs {} (NUMA node {}) but {}",
+                who(r),
+                cpu_list(&r.affinity),
+                home.join(", "),
+                names.join(" and ")
+            ),
+            format!(
+                "bind {} to NUMA node {want} (numactl --cpunodebind={want} --membind={want}, or the launcher's CPU binding)",
+                who(r)
+            ),
+        ));
+    }
+    out
+}
+
 fn cpus(n: u32) -> String {
     if n == 1 {
         "1 CPU".into()
@@ -521,6 +594,83 @@ mod tests {
             last = fs.apply(&cfg, &frame(t * 500_000_000, make(t)));
         }
         last
+    }
+
+    #[test]
+    fn a_rank_bound_to_the_wrong_numa_node_is_found() {
+        use crate::model::{GpuFrame, NumaNode};
+        // Two nodes of 4 CPUs; GPU i on node i / 2; rank i pinned to CPU
+        // pair i, except rank 3, whose CPUs 0-1 are on node 0.
+        let mk = |bad: bool| {
+            let mut f = frame(
+                0,
+                (0..4)
+                    .map(|i| {
+                        let cpus = if bad && i == 3 {
+                            (0, 1)
+                        } else {
+                            (i * 2, i * 2 + 1)
+                        };
+                        let mut r = rank(i, cpus, 0.01);
+                        r.gpu = Some(i);
+                        r
+                    })
+                    .collect(),
+            );
+            f.host.numa = vec![
+                NumaNode {
+                    node: 0,
+                    cpus: vec![(0, 3)],
+                },
+                NumaNode {
+                    node: 1,
+                    cpus: vec![(4, 7)],
+                },
+            ];
+            f.gpus = (0..4)
+                .map(|i| GpuFrame {
+                    index: i,
+                    numa_node: Some(i / 2),
+                    ..Default::default()
+                })
+                .collect();
+            f
+        };
+        let mut ranks = mk(true).ranks;
+        let refs: Vec<&RankFrame> = ranks.iter().collect();
+        let got = numa(&mk(true), &refs);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].kind, FindingKind::NumaMismatch);
+        assert_eq!(got[0].ranks, vec![Some(3)]);
+        assert!(
+            got[0].message.contains("its GPU 3 is on node 1"),
+            "{}",
+            got[0].message
+        );
+        assert!(
+            got[0].remedy.contains("--cpunodebind=1"),
+            "{}",
+            got[0].remedy
+        );
+        // Correctly bound: nothing. One NUMA node: nothing.
+        let good = mk(false);
+        let refs: Vec<&RankFrame> = good.ranks.iter().collect();
+        assert!(numa(&good, &refs).is_empty());
+        let mut one = mk(true);
+        one.host.numa.truncate(1);
+        let refs: Vec<&RankFrame> = one.ranks.iter().collect();
+        assert!(numa(&one, &refs).is_empty());
+        // A NIC named by NCCL_IB_HCA counts the same way.
+        ranks[0].nic_numa = vec![("mlx5_1".into(), 1)];
+        let mut f = mk(false);
+        f.ranks = ranks;
+        let refs: Vec<&RankFrame> = f.ranks.iter().collect();
+        let got = numa(&f, &refs);
+        assert!(
+            got.iter()
+                .any(|x| x.ranks == vec![Some(0)] && x.message.contains("NIC mlx5_1 is on node 1")),
+            "{got:?}"
+        );
     }
 
     #[test]

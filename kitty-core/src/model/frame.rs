@@ -264,6 +264,9 @@ pub struct RankFrame {
     /// kept on screen and out of the comparison.
     #[serde(default, skip_serializing_if = "is_false")]
     pub stale: bool,
+    /// The NICs its NCCL settings name, with their NUMA nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_numa: Vec<(Text, u32)>,
     /// Where its node's `kitty-tui serve` answers (`host:port`, the scrape
     /// target), for the cluster view's drill-down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -406,8 +409,18 @@ pub struct ThreadFrame {
     pub cpu_pct: f64,
 }
 
+/// A NUMA node and its CPUs (inclusive ranges).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NumaNode {
+    pub node: u32,
+    pub cpus: Vec<(u32, u32)>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HostFrame {
+    /// The NUMA nodes and their CPUs (from sysfs; empty without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numa: Vec<NumaNode>,
     pub signals: Signals,
     /// Utilization of each CPU, percent.
     #[serde(default)]
@@ -489,6 +502,9 @@ pub struct GpuFrame {
     /// The GPU's UUID (`GPU-...`): what dcgm-exporter's `UUID` label joins on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<Text>,
+    /// The NUMA node of its PCI device (sysfs), when the kernel gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
     pub signals: Signals,
     #[serde(default, deserialize_with = "gpu_status")]
     pub status: GpuStatus,
@@ -650,6 +666,9 @@ named_enum! {
         SharedCpus = "shared_cpus",
         /// A busy process that is not a rank may run on pinned ranks' CPUs.
         BusyNeighbour = "busy_neighbour",
+        /// A rank whose CPUs are mostly on another NUMA node than its GPU
+        /// or NIC.
+        NumaMismatch = "numa_mismatch",
     }
 }
 

@@ -58,6 +58,7 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
         })
         .collect();
     HostFrame {
+        numa: Vec::new(),
         signals: sig,
         cpu_pct,
         interfaces,

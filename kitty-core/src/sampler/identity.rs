@@ -167,6 +167,7 @@ mod tests {
                 ..Default::default()
             },
             nccl: vec![],
+            nic_numa: vec![],
             role: Role::Rank,
             cgroup: String::new(),
             netns: None,

@@ -82,11 +82,14 @@ pub struct Sampler {
     prev_host: Option<HostFrame>,
     prev_sources: Sources,
     seq: u64,
+    /// The NUMA nodes and their CPUs, read once (they do not change).
+    numa: Vec<crate::model::NumaNode>,
 }
 
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Self {
         let mounts = CgroupMounts::load(&cfg.roots);
+        let numa = crate::sources::numa::nodes(&cfg.roots.host.join("sys"));
         Sampler {
             sockets: sockets::SocketReader::new(cfg.sock_diag),
             procs: procs::ProcReader::new(cfg.discovery_every),
@@ -98,6 +101,7 @@ impl Sampler {
             prev_host: None,
             prev_sources: Sources::default(),
             seq: 0,
+            numa,
         }
     }
 
@@ -131,6 +135,7 @@ impl Sampler {
             self.prev_host.as_ref(),
             dt_s,
         );
+        host.numa = self.numa.clone();
         self.prev_host = Some(host.clone());
         if ranks.len() >= 3 {
             let pids = ranks.iter().map(|r| r.key.pid).collect();

@@ -123,6 +123,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         node: None,
         stale: false,
         endpoint: None,
+        nic_numa: w.nic_numa.clone(),
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),

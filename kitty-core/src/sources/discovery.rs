@@ -43,6 +43,8 @@ pub struct Watched {
     pub labels: Labels,
     /// The communication settings of its environment (allow-listed keys).
     pub nccl: Vec<(String, String)>,
+    /// The NICs those settings name, with their NUMA nodes (read once).
+    pub nic_numa: Vec<(Text, u32)>,
     /// Whether it is a rank, or a wrapper, launcher or helper of one.
     pub role: Role,
     /// /proc/<pid>/cgroup and the network namespace, refreshed with each
@@ -170,11 +172,12 @@ pub fn discover_skipping(
         let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
         let labels = labels_from(&env, &cgroup);
         let netns = super::process::read_netns(&dir);
-        let nccl = env
+        let nccl: Vec<(String, String)> = env
             .iter()
             .filter(|(k, _)| super::nccl_env::KEYS.contains(&k.as_str()))
             .cloned()
             .collect();
+        let nic_numa = super::numa::nic_nodes(&roots.host.join("sys"), &nccl);
         out.push(Watched {
             key: ProcKey {
                 pid,
@@ -183,6 +186,7 @@ pub fn discover_skipping(
             comm: Text::new(&id.comm),
             ppid: id.ppid,
             nccl,
+            nic_numa,
             role: Role::Rank,
             labels,
             cgroup,

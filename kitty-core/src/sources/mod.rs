@@ -12,6 +12,7 @@ pub mod nccl_env;
 pub mod netstat;
 pub mod node;
 pub mod node_api;
+pub mod numa;
 pub mod nvml;
 pub mod process;
 pub mod prometheus;

@@ -104,9 +104,13 @@ impl NvmlSource {
     pub fn start(lib_path: Option<PathBuf>, interval: Duration, proc_root: PathBuf) -> NvmlSource {
         let shared = Arc::new(Shared::default());
         let s2 = shared.clone();
+        // sysfs beside the proc root (/proc -> /sys, /host/proc -> /host/sys).
+        let sys = proc_root
+            .parent()
+            .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys"));
         let _ = std::thread::Builder::new()
             .name("kitty-nvml".into())
-            .spawn(move || poll::poll_loop(lib_path, interval, s2));
+            .spawn(move || poll::poll_loop(lib_path, interval, s2, sys));
         NvmlSource {
             shared,
             interval,

@@ -18,7 +18,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(super) fn poll_loop(lib_path: Option<PathBuf>, interval: Duration, shared: Arc<Shared>) {
+pub(super) fn poll_loop(
+    lib_path: Option<PathBuf>,
+    interval: Duration,
+    shared: Arc<Shared>,
+    sys: PathBuf,
+) {
     let nvml = match init(lib_path) {
         Ok(n) => Arc::new(n),
         Err(e) => {
@@ -50,7 +55,7 @@ pub(super) fn poll_loop(lib_path: Option<PathBuf>, interval: Duration, shared: A
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 for i in 0..n {
-                    let g = read_gpu(&nvml, i, &mut state, &xids, &mut snap.pid_gpu);
+                    let g = read_gpu(&nvml, i, &mut state, &xids, &mut snap.pid_gpu, &sys);
                     snap.gpus.push(g);
                 }
             }
@@ -76,6 +81,8 @@ struct PollState {
     names: HashMap<u32, Text>,
     /// UUIDs, read once per GPU (they never change).
     uuids: HashMap<u32, Text>,
+    /// NUMA nodes of the GPUs' PCI devices, read once per GPU.
+    numa: HashMap<u32, Option<u32>>,
     energy_prev: HashMap<u32, Reading>,
     /// NVLink throughput counters (KiB) per GPU: tx, rx.
     nvlink_prev: HashMap<u32, (Reading, Reading)>,
@@ -97,6 +104,7 @@ fn read_gpu(
     st: &mut PollState,
     xids: &VecDeque<(Instant, u32, u64)>,
     pid_gpu: &mut HashMap<u32, u32>,
+    sys: &std::path::Path,
 ) -> GpuFrame {
     let mut g = GpuFrame {
         index: i,
@@ -129,6 +137,11 @@ fn read_gpu(
         st.uuids.insert(i, u.clone());
         g.uuid = Some(u);
     }
+    g.numa_node = *st.numa.entry(i).or_insert_with(|| {
+        dev.pci_info()
+            .ok()
+            .and_then(|p| crate::sources::numa::pci_node(sys, &p.bus_id))
+    });
     let mut sig = Signals::new();
     let mut lost = false;
     // A missing metric (not supported on this GPU) is absent; a lost GPU is noted.
