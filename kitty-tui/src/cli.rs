@@ -18,8 +18,8 @@ use std::time::Duration;
         Watches processes with KITTY_WATCH=1 in their environment (or --pid), compares each \
         rank with its peers and explains the outliers: CPU (schedstat, eBPF run-queue latency), \
         network (sock_diag tcp_info, eBPF raw RTT and flows), GPU (NVML), host. As root the eBPF \
-        probes load (--no-ebpf to skip) and `p` profiles a rank on-CPU. Without a subcommand, \
-        opens the live TUI.",
+        probes load (--no-ebpf to skip) and `p` profiles a rank on- and off-CPU. `cluster` shows \
+        every node of a job through Prometheus. Without a subcommand, opens the live TUI.",
     after_help = "Examples:\n  sudo kitty-tui                    live view of this node\n  \
         kitty-tui demo                    a local 4-rank job with a CPU straggler\n  \
         sudo kitty-tui record -o run.kitty --duration 10m\n  \
@@ -215,7 +215,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Convert a recording into rows for pandas, jq or a spreadsheet.
     Export(ExportArgs),
-    /// On-CPU profile of one process (perf_event BPF, blazesym symbols):
+    /// On-CPU (or --off-cpu) profile of one process (BPF, blazesym symbols):
     /// folded stacks (inferno-flamegraph, speedscope) or an SVG flame graph.
     Profile(ProfileArgs),
     /// Start a small local ring all-reduce job with a straggler and watch it.

@@ -680,3 +680,33 @@ fn every_flagged_ratio_and_the_mode_fit_at_every_size() {
         }
     }
 }
+
+#[test]
+fn a_click_on_a_header_sorts_by_it() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let mut app = app_with((0..8).map(|t| frame(t, true, 4)));
+    let text = render(&app, 160, 45);
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("│RANK")).unwrap();
+    let head: Vec<char> = lines[header].chars().collect();
+    let at = (0..head.len())
+        .find(|&i| head[i..].starts_with(&['R', 'U', 'N', 'Q']))
+        .unwrap();
+    let click = |col: usize, row: usize| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: col as u16,
+        row: row as u16,
+        modifiers: KeyModifiers::NONE,
+    };
+    assert!(
+        app.on_mouse(click(at + 1, header)),
+        "{:?}",
+        app.layout.sort_headers.borrow()
+    );
+    assert_eq!(app.sort().0, "runq");
+    let text = render(&app, 160, 45);
+    assert!(text.contains("RUNQ ms/s▼"), "{text}");
+    // Again: reversed.
+    app.on_mouse(click(at + 1, header));
+    assert!(app.sort_reversed());
+}

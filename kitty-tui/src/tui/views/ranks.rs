@@ -274,6 +274,29 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
         .layout
         .rank_rows
         .set(Some((area.y + 2, area.height.saturating_sub(3))));
+    // Where each sortable header is, for a click (one column of spacing).
+    let sort_of = |sb: SortBy| crate::tui::app::SORTS.iter().position(|s| s.1 == sb);
+    let mut col_sorts: Vec<(u16, Option<usize>)> = vec![(6, sort_of(SortBy::Rank))];
+    if multi_job {
+        col_sorts.push((JOB_WIDTH, None));
+    }
+    col_sorts.push((id_width, None));
+    col_sorts.push((4, None));
+    col_sorts.extend(
+        cols.iter()
+            .map(|c| (c.width, sort_of(SortBy::Signal(c.signal)))),
+    );
+    let mut sortable = Vec::new();
+    let mut x = area.x + 1;
+    for (w, sort) in col_sorts {
+        if let Some(i) = sort {
+            sortable.push((x, x + w - 1, i));
+        }
+        x += w + 1;
+    }
+    // The VERDICT column takes the rest of the row.
+    sortable.push((x, (area.x + area.width).saturating_sub(2), 0));
+    *cx.app.layout.sort_headers.borrow_mut() = (area.y + 1, sortable);
     let table = Table::new(body, widths)
         .header(Row::new(header).style(cx.th.title()))
         .block(Block::bordered().title(title));
