@@ -6,6 +6,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$(mktemp -d)}
+mkdir -p "$dir"
 cd "$root"
 cargo build -q --release -p kitty-tui -p kitty-core --example synth_recording
 bin=$root/target/release/kitty-tui
