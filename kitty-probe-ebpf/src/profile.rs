@@ -318,6 +318,16 @@ pub fn run(
 }
 
 /// The sum over CPUs of one of a program's loss counters.
+/// Both programs count the same way: 0 samples (switches), 1 user and 2
+/// kernel stacks lost, 3 stack-map collisions, 4 dropped on a full map.
+fn read_counters(p: &mut Profile, counters: &PerCpuArray<MapData, u64>) {
+    p.samples = counter(counters, 0);
+    p.lost_user_stacks = counter(counters, 1);
+    p.lost_kernel_stacks = counter(counters, 2);
+    p.collisions = counter(counters, 3);
+    p.dropped = counter(counters, 4);
+}
+
 fn counter(counters: &PerCpuArray<MapData, u64>, i: u32) -> u64 {
     counters
         .get(&i, 0)
@@ -394,11 +404,7 @@ fn read_on_cpu(
     }
     p.notes.extend(depth_note(&mut depths));
     p.kind = ProfileKind::OnCpu;
-    p.samples = counter(&counters, 0);
-    p.lost_user_stacks = counter(&counters, 1);
-    p.lost_kernel_stacks = counter(&counters, 2);
-    p.collisions = counter(&counters, 3);
-    p.dropped = counter(&counters, 4);
+    read_counters(&mut p, &counters);
     Ok(p)
 }
 
@@ -472,11 +478,7 @@ fn read_off_cpu(
     }
     p.notes.extend(depth_note(&mut depths));
     p.kind = ProfileKind::OffCpu;
-    p.samples = counter(&counters, 0);
-    p.lost_user_stacks = counter(&counters, 1);
-    p.lost_kernel_stacks = counter(&counters, 2);
-    p.collisions = counter(&counters, 3);
-    p.dropped = counter(&counters, 4);
+    read_counters(&mut p, &counters);
     Ok(p)
 }
 
