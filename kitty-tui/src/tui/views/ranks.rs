@@ -255,12 +255,18 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
             }
         })
         .collect();
-    let mut widths = vec![Constraint::Length(6)];
+    // Every fixed-width column with what a click on its header sorts by;
+    // VERDICT (sorted by verdict) takes the rest of the row.
+    let mut fixed: Vec<(u16, Option<SortBy>)> = vec![(6, Some(SortBy::Rank))];
     if multi_job {
-        widths.push(Constraint::Length(JOB_WIDTH));
+        fixed.push((JOB_WIDTH, None));
     }
-    widths.extend([Constraint::Length(id_width), Constraint::Length(4)]);
-    widths.extend(cols.iter().map(|c| Constraint::Length(c.width)));
+    fixed.extend([(id_width, None), (4, None)]);
+    fixed.extend(
+        cols.iter()
+            .map(|c| (c.width, Some(SortBy::Signal(c.signal)))),
+    );
+    let mut widths: Vec<Constraint> = fixed.iter().map(|c| Constraint::Length(c.0)).collect();
     widths.push(Constraint::Min(14));
     let mut title = format!(" ranks ({}) ", rows.len());
     if !app.filter().is_empty() {
@@ -276,26 +282,17 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
         .set(Some((area.y + 2, area.height.saturating_sub(3))));
     // Where each sortable header is, for a click (one column of spacing).
     let sort_of = |sb: SortBy| crate::tui::app::SORTS.iter().position(|s| s.1 == sb);
-    let mut col_sorts: Vec<(u16, Option<usize>)> = vec![(6, sort_of(SortBy::Rank))];
-    if multi_job {
-        col_sorts.push((JOB_WIDTH, None));
-    }
-    col_sorts.push((id_width, None));
-    col_sorts.push((4, None));
-    col_sorts.extend(
-        cols.iter()
-            .map(|c| (c.width, sort_of(SortBy::Signal(c.signal)))),
-    );
     let mut sortable = Vec::new();
     let mut x = area.x + 1;
-    for (w, sort) in col_sorts {
-        if let Some(i) = sort {
+    for (w, sort) in &fixed {
+        if let Some(i) = sort.and_then(sort_of) {
             sortable.push((x, x + w - 1, i));
         }
         x += w + 1;
     }
-    // The VERDICT column takes the rest of the row.
-    sortable.push((x, (area.x + area.width).saturating_sub(2), 0));
+    if let Some(i) = sort_of(SortBy::Verdict) {
+        sortable.push((x, (area.x + area.width).saturating_sub(2), i));
+    }
     *cx.app.layout.sort_headers.borrow_mut() = (area.y + 1, sortable);
     let table = Table::new(body, widths)
         .header(Row::new(header).style(cx.th.title()))
