@@ -103,11 +103,6 @@ impl ClusterSampler {
         redact(self.prom.url())
     }
 
-    /// The nodes whose series stopped.
-    pub fn stale_nodes(&self) -> &[String] {
-        &self.stale
-    }
-
     fn node_matcher(&self) -> Option<String> {
         self.cfg
             .node_selector
