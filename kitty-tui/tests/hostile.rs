@@ -6,7 +6,6 @@
 //! `/metrics` stay intact and carry no raw control character.
 
 mod support;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use support::*;
@@ -191,20 +190,7 @@ fn hostile_names_do_not_forge_or_break_metrics() {
         body.len()
     );
     if Command::new("promtool").arg("--version").output().is_ok() {
-        let mut check = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        check
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(body.as_bytes())
-            .unwrap();
-        let out = check.wait_with_output().unwrap();
+        let out = promtool_check_metrics(&body);
         let said = String::from_utf8_lossy(&out.stderr).to_string()
             + &String::from_utf8_lossy(&out.stdout);
         assert!(

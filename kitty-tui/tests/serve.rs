@@ -26,24 +26,6 @@ fn start_serve(procs: &mut Procs) -> (String, u32) {
     (addr, pid)
 }
 
-/// Runs `promtool check metrics` on an exposition.
-fn promtool_check_metrics(text: &str) -> std::process::Output {
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    check.wait_with_output().unwrap()
-}
-
 fn have(bin: &str) -> bool {
     Command::new(bin).arg("--version").output().is_ok()
 }

@@ -500,3 +500,16 @@ impl Drop for Tmux {
             .status();
     }
 }
+
+/// Runs `promtool check metrics` on an exposition.
+pub fn promtool_check_metrics(text: &str) -> std::process::Output {
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    check.wait_with_output().unwrap()
+}
