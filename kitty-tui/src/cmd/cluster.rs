@@ -31,6 +31,12 @@ pub fn run(a: ClusterArgs) -> Result<i32> {
         job: a.job.clone(),
         node_selector: a.node_selector.clone(),
     };
+    // A script asking for the cluster's state gets a failure, not an empty
+    // document, when Prometheus does not answer at all (the TUI shows the
+    // error on screen and keeps trying).
+    if a.json {
+        prom.query("vector(1)")?;
+    }
     let source = Box::new(ClusterSampler::new(prom, cfg));
     if a.json {
         return super::snapshot::run_with(source, Pipeline::new(), a.duration.max(a.interval));
