@@ -162,6 +162,107 @@ pub fn nvml_check(lib_path: Option<std::path::PathBuf>) -> Check {
     )
 }
 
+/// RDMA: the ports under the sys root with their state and rate, the
+/// uverbs devices, and whether the RoCE netdevs give pause counters; or
+/// why there is nothing (a warning: most nodes have no RDMA).
+pub fn rdma_check(roots: &Roots) -> Check {
+    let sys = &roots.sys;
+    let mut pause_ok = Vec::new();
+    let mut pause = |nd: &str| {
+        let s = crate::sources::rdma::ethtool::pause_stats(nd);
+        if !s.is_empty() {
+            pause_ok.push(nd.to_string());
+        }
+        s
+    };
+    let outcome = match crate::sources::rdma::read_ports(sys, &mut pause) {
+        None => Err(format!(
+            "no RDMA devices: {} does not exist (no InfiniBand/RoCE/EFA driver loaded); RDMA signals absent",
+            sys.join("class/infiniband").display()
+        )),
+        Some(p) if p.is_empty() => Err(format!(
+            "no RDMA ports under {}",
+            sys.join("class/infiniband").display()
+        )),
+        Some(ports) => {
+            let list: Vec<String> = ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {} {} ({}, {} counters)",
+                        p.id(),
+                        p.state.as_ref().map_or("?", |s| s.1.as_str()),
+                        p.rate_gbps.map_or("?".into(), |r| format!("{r} Gb/s")),
+                        p.link_layer.as_deref().unwrap_or("?"),
+                        p.counters.len()
+                    )
+                })
+                .collect();
+            let uverbs = crate::sources::rdma::uverbs_devices(sys).len();
+            Ok(format!(
+                "{}; {uverbs} uverbs devices (ranks map to ports by their open uverbs fds, else NCCL_IB_HCA); pause counters from {}",
+                list.join(", "),
+                if pause_ok.is_empty() {
+                    "no netdev (ethtool -S has none here)".to_string()
+                } else {
+                    pause_ok.join(", ")
+                }
+            ))
+        }
+    };
+    check("rdma", outcome, true)
+}
+
+/// NCCL's own sources: which watched ranks enable NCCL Inspector (and
+/// where it writes), and whether a RAS port answers on this node.
+pub fn nccl_checks(roots: &Roots, rule: &crate::sources::discovery::WatchRule) -> Vec<Check> {
+    let found =
+        crate::sources::discovery::discover_skipping(roots, rule, &Default::default(), None);
+    let ranks = found.map(|f| f.watched).unwrap_or_default();
+    let mut dirs = Vec::new();
+    for w in &ranks {
+        if let Some(d) =
+            crate::sources::nccl_inspector::dump_dir(&w.nccl, w.labels.slurm_job_id.as_deref())
+        {
+            dirs.push(match d {
+                Ok(d) => format!("pid {} writes {d}", w.key.pid),
+                Err(e) => format!("pid {}: {e}", w.key.pid),
+            });
+        }
+    }
+    let inspector = if dirs.is_empty() {
+        Err(format!(
+            "{} watched processes, none enables NCCL Inspector (NCCL_PROFILER_PLUGIN=<path>/libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=500000): no late-arrival verdicts",
+            ranks.len()
+        ))
+    } else {
+        Ok(dirs.join("; "))
+    };
+    let addr = ranks
+        .iter()
+        .find_map(|w| {
+            w.nccl
+                .iter()
+                .find(|(k, _)| k == "NCCL_RAS_ADDR")
+                .map(|(_, v)| v.clone())
+        })
+        .unwrap_or_else(|| crate::sources::nccl_ras::DEFAULT_ADDR.to_string());
+    let ras = crate::sources::nccl_ras::query(&addr, std::time::Duration::from_secs(2), 2)
+        .and_then(|body| crate::sources::nccl_ras::parse(&body))
+        .map(|r| {
+            format!(
+                "NCCL {} answers on {addr}: {} communicators",
+                r.nccl_version,
+                r.communicators.len()
+            )
+        })
+        .map_err(|e| format!("{e}: no NCCL 2.24+ job with RAS runs here (or NCCL_RAS_ENABLE=0)"));
+    vec![
+        check("nccl.inspector", inspector, true),
+        check("nccl.ras", ras, true),
+    ]
+}
+
 /// The process exit status doctor should use: non-zero when something failed.
 pub fn exit_code(checks: &[Check]) -> i32 {
     if checks.iter().any(|c| c.status == CheckStatus::Fail) {

@@ -79,6 +79,10 @@ pub struct NodeArgs {
     /// Where the host's /proc is (e.g. /host/proc under kubectl debug).
     #[arg(long, default_value = "/proc", value_name = "DIR")]
     pub proc_root: PathBuf,
+    /// Where the host's /sys is (RDMA counters, NUMA, PCI); default: beside
+    /// the proc root (/host/proc -> /host/sys).
+    #[arg(long, value_name = "DIR")]
+    pub sys_root: Option<PathBuf>,
     /// No GPU telemetry (do not load NVML).
     #[arg(long)]
     pub no_gpu: bool,
@@ -453,6 +457,8 @@ pub enum ExportTable {
     Host,
     /// One row per GPU per frame.
     Gpus,
+    /// One row per RDMA port per frame.
+    Nics,
     /// One row per verdict in force per frame.
     Verdicts,
     /// One row per placement finding in force per frame.
@@ -468,6 +474,7 @@ impl ExportTable {
             ExportTable::Ranks => Table::Ranks,
             ExportTable::Host => Table::Host,
             ExportTable::Gpus => Table::Gpus,
+            ExportTable::Nics => Table::Nics,
             ExportTable::Verdicts => Table::Verdicts,
             ExportTable::Findings => Table::Findings,
             ExportTable::Events => Table::Events,

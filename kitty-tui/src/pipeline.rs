@@ -37,9 +37,19 @@ pub fn sampler_config(s: &Sampling) -> Result<SamplerConfig, UsageError> {
     })
 }
 
-/// The proc root, checked to be a procfs.
+/// The proc root, checked to be a procfs, and the sys root (beside it
+/// unless `--sys-root` names one, which must be a directory).
 pub fn proc_root(n: &NodeArgs) -> Result<Roots, UsageError> {
-    let roots = Roots::new(&n.proc_root);
+    let mut roots = Roots::new(&n.proc_root);
+    if let Some(sys) = &n.sys_root {
+        if !sys.is_dir() {
+            return Err(UsageError(format!(
+                "--sys-root {} is not a directory",
+                sys.display()
+            )));
+        }
+        roots = roots.with_sys(sys);
+    }
     std::fs::read_dir(&roots.proc).map_err(|e| {
         UsageError(format!(
             "cannot read proc root {}: {e}",
@@ -74,6 +84,7 @@ pub fn build(s: &Sampling, cfg: &SamplerConfig) -> Pipeline {
             n.nvml_lib.clone(),
             cfg.interval,
             cfg.roots.proc.clone(),
+            cfg.roots.sys.clone(),
         )));
     }
     p

@@ -142,7 +142,9 @@ fn export_columns_are_stable_and_pandas_reads_integers_as_integers() {
     let b = dir.path().join("b.kitty");
     record(&b, "2s");
     drop(procs);
-    for table in ["ranks", "host", "gpus", "verdicts", "findings", "events"] {
+    for table in [
+        "ranks", "host", "gpus", "nics", "verdicts", "findings", "events",
+    ] {
         let (ha, hb) = (csv_of(&a, table), csv_of(&b, table));
         assert_eq!(
             ha.lines().next(),

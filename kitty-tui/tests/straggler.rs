@@ -87,6 +87,26 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
     let (frames, _) = kitty_core::sinks::record::Reader::open(&path)
         .unwrap()
         .read_all();
+    // The demo's ranks write NCCL Inspector records of their all-reduces:
+    // the effect verdict (rank 2 arrives late, the others wait) stands on
+    // the rank of the CPU cause, and each names the other.
+    let late: Vec<String> = frames
+        .iter()
+        .flat_map(|f| f.verdicts.iter())
+        .filter(|v| v.signal == Sig::NcclLateMs)
+        .map(|v| format!("{:?} {}", v.rank, v.message))
+        .collect();
+    assert!(!late.is_empty(), "no late-arrival verdict in the demo");
+    assert!(
+        late.iter().all(|m| m.starts_with("Some(2) rank 2 arrives")),
+        "{late:#?}"
+    );
+    assert!(
+        late.iter()
+            .any(|m| m.contains("late to AllReduce (seq")
+                && m.contains("the effect of its run-queue")),
+        "{late:#?}"
+    );
     for f in &frames {
         for v in &f.verdicts {
             let m = v.message.as_str();
@@ -97,10 +117,16 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
                 "a held verdict keeps its window: {m}"
             );
         }
+        // Another rank's verdict is rank 2's consequence, or (on a small
+        // machine, where the demo pins the healthy ranks together on the
+        // CPUs the hog leaves) a wait whose culprits are its own peers:
+        // never rank 2's kind of straggler, with an outsider to blame.
         let flagged_two = f.verdicts.iter().any(|v| v.rank == Some(2));
         if flagged_two {
             for v in f.verdicts.iter().filter(|v| v.rank != Some(2)) {
-                assert!(v.consequence_of.is_some(), "{}", v.message);
+                let peers_only =
+                    !v.culprits.is_empty() && v.culprits.iter().all(|c| c.rank.is_some());
+                assert!(v.consequence_of.is_some() || peers_only, "{}", v.message);
             }
         }
     }

@@ -3,12 +3,14 @@
 //! an absolute floor), raised only after it persists and released with
 //! hysteresis. The stages, in order: link attribution (`links`), the
 //! verdicts (`verdicts`, from the `rules`), their causes and consequences
-//! (`causes`), whole slow nodes in a frame that spans nodes (`nodes`), the
-//! long-window placement findings (`findings`). `bands` and
-//! `talkers` are view models computed from frames for the TUI.
+//! (`causes`), NCCL's late arrivals joined to their causes (`effects`),
+//! whole slow nodes in a frame that spans nodes (`nodes`), the long-window
+//! placement findings (`findings`). `bands` and `talkers` are view models
+//! computed from frames for the TUI.
 
 pub mod bands;
 pub mod causes;
+pub mod effects;
 pub mod findings;
 pub mod links;
 pub mod nodes;
@@ -88,6 +90,7 @@ impl Analysis {
         let mut verdicts: Vec<Verdict> = judged.into_iter().map(|(v, _)| v).collect();
         self.causes
             .apply(frame, &mut verdicts, &self.verdicts.pending());
+        effects::apply(frame, &mut verdicts);
         for v in verdicts
             .iter()
             .filter(|v| raised.contains(&(v.pid, v.signal)))

@@ -73,6 +73,20 @@ pub const RULES: &[Rule] = &[
     rule(Sig::GpuXidRecent, 1.0, Kind::High, true),
     rule(Sig::GpuSmClockMhz, 150.0, Kind::Low(1.2), false),
     rule(Sig::GpuSmActivePct, 15.0, Kind::Low(1.5), false),
+    // RDMA signals join through rank -> its ports: congestion and errors
+    // out of line with the ports the peers use, or a degraded port.
+    high(Sig::RdmaXmitWaitPerS, 100_000.0),
+    high(Sig::RdmaCnpPerS, 100.0),
+    high(Sig::RdmaEcnMarkedPerS, 100.0),
+    high(Sig::RdmaPausePerS, 10.0),
+    high(Sig::RdmaRetransPerS, 5.0),
+    high(Sig::RdmaErrorsPerS, 1.0),
+    high(Sig::RdmaOutOfBufferPerS, 100.0),
+    rule(Sig::RdmaPortDegraded, 0.5, Kind::Flag, true),
+    // NCCL's own view: the effect (who arrives late) and RAS's health.
+    high(Sig::NcclLateMs, 5.0),
+    rule(Sig::NcclRasMissing, 0.5, Kind::Flag, true),
+    high(Sig::NcclCollsBehind, 5.0),
 ];
 
 /// The rule of a signal, when it has one.

@@ -30,9 +30,23 @@ pub fn render(unit: Unit, v: f64, compact: bool) -> String {
     }
 }
 
-/// Three significant digits or so: "120", "51.2", "2.15", "7".
+/// Three significant digits or so: "120", "51.2", "2.15", "7"; from
+/// 100,000 up with a decimal prefix ("420k", "4.20M"), as counters of
+/// fast links run.
 pub fn number(v: f64) -> String {
     let a = v.abs();
+    if a >= 1e5 {
+        let (d, p) = if a >= 1e12 {
+            (1e12, "T")
+        } else if a >= 1e9 {
+            (1e9, "G")
+        } else if a >= 1e6 {
+            (1e6, "M")
+        } else {
+            (1e3, "k")
+        };
+        return format!("{}{p}", number((v / d * 100.0).round() / 100.0));
+    }
     if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {

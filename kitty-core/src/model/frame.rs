@@ -34,6 +34,9 @@ pub struct Frame {
     pub netns: Vec<NetnsFrame>,
     #[serde(default)]
     pub gpus: Vec<GpuFrame>,
+    /// RDMA ports (InfiniBand, RoCE, EFA) of the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<NicFrame>,
     pub sources: Sources,
     #[serde(default)]
     pub events: Vec<Event>,
@@ -94,6 +97,12 @@ named_enum! {
         EbpfFlow = "ebpf.flow",
         EbpfEvents = "ebpf.events",
         Nvml = "nvml",
+        /// RDMA port counters from sysfs.
+        Rdma = "rdma",
+        /// NCCL Inspector's per-collective JSON lines.
+        NcclInspector = "nccl.inspector",
+        /// NCCL's RAS client port.
+        NcclRas = "nccl.ras",
         /// The cluster view's Prometheus.
         Prometheus = "prometheus",
     }
@@ -267,6 +276,13 @@ pub struct RankFrame {
     /// The NICs its NCCL settings name, with their NUMA nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nic_numa: Vec<(Text, u32)>,
+    /// The RDMA ports it uses (`mlx5_0/1`): from its open uverbs devices,
+    /// narrowed by NCCL_IB_HCA.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<Text>,
+    /// Its latest collectives as NCCL Inspector reported them (a few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveFrame>,
     /// Where its node's `kitty-tui serve` answers (`host:port`, the scrape
     /// target), for the cluster view's drill-down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,6 +316,62 @@ pub struct RankFrame {
     /// The rank's cgroup CPU limit and use, when it was throttled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_cpu: Option<CgroupCpu>,
+}
+
+/// One collective of one rank, from NCCL Inspector.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CollectiveFrame {
+    /// The communicator's id (`0x7f8c496ae9f661`).
+    pub comm: Text,
+    /// `AllReduce`, `AllGather`...
+    pub coll: Text,
+    /// The collective's sequence number in its communicator.
+    pub seq: u64,
+    pub msg_bytes: u64,
+    pub exec_us: u64,
+    pub busbw_gbs: f64,
+    /// How much later than its peers on this node it arrived (their
+    /// median exec time minus its own), when peers reported the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_us: Option<f64>,
+}
+
+/// One RDMA port at one tick.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NicFrame {
+    pub device: Text,
+    pub port: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_layer: Option<Text>,
+    /// Logical state (`ACTIVE`, `DOWN`...) and physical state (`LinkUp`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phys_state: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Raw counters by their sysfs name (`port_xmit_wait`, `np_cnp_sent`,
+    /// `dev.<name>` device-wide, `eth.<name>` from the netdev): the rates
+    /// are recomputed from two frames. A counter the device lacks is absent.
+    #[serde(default)]
+    pub counters: BTreeMap<Text, u64>,
+    pub signals: Signals,
+    /// Why the port is degraded (down, slower or narrower than the node's
+    /// other ports, flapping); None while healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Text>,
+    /// The ranks using it (pids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+}
+
+impl NicFrame {
+    /// `mlx5_0/1`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.device, self.port)
+    }
 }
 
 /// A task that held a CPU while a rank's thread waited for it.
@@ -573,6 +645,12 @@ pub enum EventKind {
     FramesSkipped,
     /// A slow-window finding appeared (pinning, co-location).
     FindingFound,
+    /// An RDMA port went down, slowed, narrowed or flapped.
+    PortDegraded,
+    /// An RDMA port is healthy again.
+    PortRecovered,
+    /// NCCL's RAS reported a rank missing, unresponsive or behind.
+    NcclRas,
     /// Anything a newer kitty reports that this one does not know.
     #[serde(other)]
     Other,

@@ -16,6 +16,8 @@ pub mod scope {
     pub const HOST: u8 = 4;
     pub const GPU: u8 = 8;
     pub const NETNS: u8 = 16;
+    /// An RDMA port (InfiniBand, RoCE, EFA).
+    pub const NIC: u8 = 32;
 }
 
 /// What a signal is, for help screens, verdict text, the README and exporters.
@@ -48,6 +50,9 @@ pub enum Unit {
     Watts,
     Joules,
     Celsius,
+    Millis,
+    /// Gigabits per second (a link's signalling rate).
+    Gbps,
     /// 0 or 1.
     Flag,
 }
@@ -68,6 +73,8 @@ impl Unit {
             Unit::Watts => "W",
             Unit::Joules => "J",
             Unit::Celsius => "C",
+            Unit::Millis => "ms",
+            Unit::Gbps => "Gb/s",
         }
     }
 }
@@ -106,7 +113,7 @@ macro_rules! catalog {
     };
 }
 
-use scope::{GPU, HOST, NETNS, RANK, SOCKET};
+use scope::{GPU, HOST, NETNS, NIC, RANK, SOCKET};
 
 catalog! {
     CpuPct = "cpu_pct", RANK, "CPU", Percent, "task/*/schedstat", "CPU time used, percent of one core";
@@ -155,6 +162,30 @@ catalog! {
     GpuTempC = "gpu_temp_c", RANK, "GPU temperature", Celsius, "NVML", "temperature of the rank's GPU";
     GpuMemUsedBytes = "gpu_mem_used_bytes", RANK, "GPU memory", Bytes, "NVML processes", "GPU memory the rank's process uses";
     GpuProcSmUtilPct = "gpu_proc_sm_util_pct", RANK, "GPU SM util (process)", Percent, "NVML process samples", "SM utilization of the rank's own process";
+    NcclLateMs = "nccl_late_ms", RANK, "late to collectives", Millis, "NCCL Inspector", "how much later than its peers the rank arrives at the same collective (their median exec time minus its own), median over the tick's collectives";
+    NcclExecMs = "nccl_exec_ms", RANK, "collective time", Millis, "NCCL Inspector", "median collective execution time of the tick";
+    NcclBusbwBytesPerS = "nccl_busbw_bytes_per_s", RANK, "bus bandwidth", BytesPerSec, "NCCL Inspector", "median bus bandwidth of the tick's collectives";
+    NcclCollsBehind = "nccl_colls_behind", RANK, "collectives behind", Count, "NCCL RAS", "collectives the rank has completed fewer than the most advanced rank of its communicator";
+    NcclRasMissing = "nccl_ras_missing", RANK, "missing in NCCL RAS", Flag, "NCCL RAS", "1 when NCCL's RAS reports the rank missing or unresponsive";
+
+    RdmaXmitWaitPerS = "rdma_xmit_wait_per_s", RANK | NIC, "RDMA xmit wait", PerSec, "counters/port_xmit_wait", "ticks the port had data to send but no credits (congestion), summed over the rank's ports";
+    RdmaCnpPerS = "rdma_cnp_per_s", RANK | NIC, "RoCE CNPs", PerSec, "hw_counters np_cnp_sent + rp_cnp_handled", "congestion notification packets sent and handled";
+    RdmaEcnMarkedPerS = "rdma_ecn_marked_per_s", RANK | NIC, "RoCE ECN marks", PerSec, "hw_counters np_ecn_marked_roce_packets", "RoCE packets that arrived ECN-marked";
+    RdmaPausePerS = "rdma_pause_per_s", RANK | NIC, "PFC pauses", PerSec, "ethtool rx/tx_prio*_pause", "PFC pause frames received and sent, all priorities";
+    RdmaPauseUsPerS = "rdma_pause_us_per_s", NIC, "PFC pause time", PerSec, "ethtool *_pause_duration", "microseconds paused per second, all priorities";
+    RdmaRetransPerS = "rdma_retrans_per_s", RANK | NIC, "RDMA retransmits", PerSec, "hw_counters", "out-of-sequence, sequence errors, ack timeouts, RNR retries, adaptive retransmits (EFA: retrans_pkts)";
+    RdmaErrorsPerS = "rdma_errors_per_s", RANK | NIC, "RDMA link errors", PerSec, "counters", "receive, symbol, link recovery, link integrity and buffer overrun errors";
+    RdmaDiscardsPerS = "rdma_discards_per_s", NIC, "RDMA discards", PerSec, "counters/port_xmit_discards, EFA rx_drops", "packets dropped";
+    RdmaOutOfBufferPerS = "rdma_out_of_buffer_per_s", RANK | NIC, "RDMA out of buffer", PerSec, "hw_counters/out_of_buffer", "packets dropped for lack of receive buffers (a slow receiver)";
+    RdmaTxBytesPerS = "rdma_tx_bytes_per_s", RANK | NIC, "RDMA sent", BytesPerSec, "counters/port_xmit_data x4, EFA tx_bytes", "bytes sent by the port";
+    RdmaRxBytesPerS = "rdma_rx_bytes_per_s", RANK | NIC, "RDMA received", BytesPerSec, "counters/port_rcv_data x4, EFA rx_bytes", "bytes received by the port";
+    RdmaTxPacketsPerS = "rdma_tx_packets_per_s", NIC, "RDMA tx packets", PerSec, "counters/port_xmit_packets, EFA tx_pkts", "packets sent";
+    RdmaRxPacketsPerS = "rdma_rx_packets_per_s", NIC, "RDMA rx packets", PerSec, "counters/port_rcv_packets, EFA rx_pkts", "packets received";
+    RdmaRateGbps = "rdma_rate_gbps", NIC, "link rate", Gbps, "ports/N/rate", "signalling rate of the port";
+    RdmaWidth = "rdma_width", NIC, "link width", Count, "ports/N/rate", "lanes of the port (4 for 4X)";
+    RdmaActive = "rdma_active", NIC, "port active", Flag, "ports/N/state", "1 when the port's logical state is ACTIVE";
+    RdmaFlaps = "rdma_flaps", NIC, "link flaps", Count, "counters/link_downed", "times the link went down in the last 5 minutes";
+    RdmaPortDegraded = "rdma_port_degraded", RANK | NIC, "RDMA port degraded", Flag, "sysfs", "1 when the port is down, slower or narrower than the node's other ports, or flapping";
 
     UtilPct = "util_pct", GPU, "util", Percent, "NVML", "GPU utilization";
     MemUtilPct = "mem_util_pct", GPU, "mem util", Percent, "NVML", "memory controller utilization";
@@ -305,6 +336,7 @@ mod tests {
             ("host", scope::HOST),
             ("gpu", scope::GPU),
             ("netns", scope::NETNS),
+            ("nic", scope::NIC),
         ] {
             let t = markdown_table(sc);
             assert!(

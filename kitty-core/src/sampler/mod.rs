@@ -5,11 +5,14 @@
 //! frames, the host, and the sources' status.
 
 pub mod cluster;
+mod collectives;
 mod host;
 pub mod identity;
 mod neighbours;
+mod nics;
 mod procs;
 mod rank;
+mod ras;
 mod sockets;
 mod watch;
 
@@ -84,12 +87,15 @@ pub struct Sampler {
     seq: u64,
     /// The NUMA nodes and their CPUs, read once (they do not change).
     numa: Vec<crate::model::NumaNode>,
+    nics: nics::Nics,
+    collectives: collectives::Collectives,
+    ras: ras::Ras,
 }
 
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Self {
         let mounts = CgroupMounts::load(&cfg.roots);
-        let numa = crate::sources::numa::nodes(&cfg.roots.host.join("sys"));
+        let numa = crate::sources::numa::nodes(&cfg.roots.sys);
         Sampler {
             sockets: sockets::SocketReader::new(cfg.sock_diag),
             procs: procs::ProcReader::new(cfg.discovery_every),
@@ -102,6 +108,9 @@ impl Sampler {
             prev_sources: Sources::default(),
             seq: 0,
             numa,
+            nics: Default::default(),
+            collectives: Default::default(),
+            ras: Default::default(),
         }
     }
 
@@ -126,9 +135,17 @@ impl Sampler {
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
-        let ranks = self
+        let mut nics = self.nics.read(&self.cfg.roots.sys, mono, wall, &mut events);
+        let nic_map = self.nics.rank_ports(&nics, &samples);
+        self.collectives.read(&self.cfg.roots, &samples, mono);
+        self.ras.targets(&self.cfg.roots, &samples);
+        let (ras_signals, ras_status) = self.ras.judge(&samples, wall, &mut events);
+        let mut ranks = self
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
+        nics::join(&mut nics, &mut ranks, &nic_map);
+        self.collectives.apply(&mut ranks, mono);
+        ras::apply(&mut ranks, &ras_signals);
 
         let mut host = host::build_host(
             &crate::sources::host::read_host(&self.cfg.roots),
@@ -143,7 +160,16 @@ impl Sampler {
                 host.busy = busy;
             }
         }
-        let sources = self.sources(wall, &mut events);
+        let mut sources = self.sources(wall, &mut events);
+        for (src, st) in [
+            (Source::Rdma, self.nics.status()),
+            (Source::NcclInspector, self.collectives.status()),
+            (Source::NcclRas, Some(ras_status)),
+        ] {
+            if let Some(st) = st {
+                sources.insert(src, st);
+            }
+        }
         self.prev_mono = Some(mono);
         let frame = Frame {
             version: crate::model::FRAME_VERSION,
@@ -155,6 +181,7 @@ impl Sampler {
             host,
             ranks,
             netns,
+            nics,
             sources,
             events,
             ..Default::default()

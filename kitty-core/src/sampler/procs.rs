@@ -73,6 +73,7 @@ impl ProcReader {
                     p.sample.fds.map(|count| FdReuse {
                         count,
                         socket_inodes: &p.sample.socket_inodes,
+                        uverbs: &p.sample.uverbs,
                     })
                 });
             let sched_due = prev

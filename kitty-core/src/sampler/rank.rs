@@ -124,6 +124,8 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         stale: false,
         endpoint: None,
         nic_numa: w.nic_numa.clone(),
+        nics: Vec::new(),
+        collectives: Vec::new(),
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),

@@ -1,8 +1,8 @@
 //! `export`: a recording as tidy rows for pandas, polars, DuckDB or jq,
 //! streamed one frame at a time (constant memory, whatever the length).
 //!
-//! Tables: `ranks` (one row per rank per frame), `host`, `gpus`, `verdicts`
-//! and `events`. Columns are fixed by this kitty version: identity columns,
+//! Tables: `ranks` (one row per rank per frame), `host`, `gpus`, `nics`
+//! (RDMA ports), `verdicts`, `findings` and `events`. Columns are fixed by this kitty version: identity columns,
 //! then every catalog signal of the table's scope, in catalog order, so two
 //! recordings export to the same columns. Times are `time_ns` (epoch
 //! nanoseconds, an integer) and `time` (RFC 3339 with nanoseconds). Counts
@@ -21,6 +21,7 @@ named_enum! {
         Ranks = "ranks",
         Host = "host",
         Gpus = "gpus",
+        Nics = "nics",
         Verdicts = "verdicts",
         Findings = "findings",
         Events = "events",
@@ -34,6 +35,7 @@ impl Table {
             Table::Ranks => "rank",
             Table::Host => "host",
             Table::Gpus => "gpu",
+            Table::Nics => "nic",
             Table::Verdicts => "verdict",
             Table::Findings => "finding",
             Table::Events => "event",
@@ -61,6 +63,17 @@ impl Table {
             ],
             Table::Host => &["time_ns", "time", "node"],
             Table::Gpus => &["time_ns", "time", "node", "gpu", "name", "status"],
+            Table::Nics => &[
+                "time_ns",
+                "time",
+                "node",
+                "device",
+                "port",
+                "link_layer",
+                "state",
+                "pids",
+                "problem",
+            ],
             Table::Verdicts => &[
                 "time_ns",
                 "time",
@@ -96,6 +109,7 @@ impl Table {
             Table::Ranks => Sig::in_scope(scope::RANK).collect(),
             Table::Host => Sig::in_scope(scope::HOST).collect(),
             Table::Gpus => Sig::in_scope(scope::GPU).collect(),
+            Table::Nics => Sig::in_scope(scope::NIC).collect(),
             Table::Verdicts | Table::Findings | Table::Events => Vec::new(),
         }
     }
@@ -180,6 +194,21 @@ fn rows(f: &Frame, table: Table) -> Vec<Map<String, Value>> {
                 m.insert("name".into(), Value::from(g.name.as_str()));
                 m.insert("status".into(), Value::from(g.status.name()));
                 put_signals(&mut m, &g.signals);
+                out.push(m);
+            }
+        }
+        Table::Nics => {
+            for n in &f.nics {
+                let mut m = Map::new();
+                base(&mut m, f.wall_ns);
+                m.insert("device".into(), Value::from(n.device.as_str()));
+                m.insert("port".into(), Value::from(n.port));
+                m.insert("link_layer".into(), opt(n.link_layer.as_deref()));
+                m.insert("state".into(), opt(n.state.as_deref()));
+                let pids: Vec<String> = n.pids.iter().map(u32::to_string).collect();
+                m.insert("pids".into(), Value::from(pids.join(" ")));
+                m.insert("problem".into(), opt(n.problem.as_deref()));
+                put_signals(&mut m, &n.signals);
                 out.push(m);
             }
         }

@@ -4,8 +4,8 @@
 
 use crate::model::time::rfc3339_ns;
 use crate::model::{
-    CgroupCpu, Event, EventKind, Finding, FlowFrame, Frame, GpuStatus, NodeVerdict, RanInstead,
-    Signals, Sources, StepTimes, Text, ThreadFrame, Verdict,
+    CgroupCpu, CollectiveFrame, Event, EventKind, Finding, FlowFrame, Frame, GpuStatus, NicFrame,
+    NodeVerdict, RanInstead, Signals, Sources, StepTimes, Text, ThreadFrame, Verdict,
 };
 use serde::Serialize;
 
@@ -22,6 +22,9 @@ pub struct Snapshot<'a> {
     pub sources: &'a Sources,
     pub ranks: Vec<Rank<'a>>,
     pub gpus: Vec<Gpu<'a>>,
+    /// RDMA ports (when the node has any).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub nics: &'a [NicFrame],
     pub host: Host<'a>,
     pub netns: Vec<Netns<'a>>,
     pub verdicts: &'a [Verdict],
@@ -64,6 +67,12 @@ pub struct Rank<'a> {
     pub affinity: &'a [(u32, u32)],
     pub ran_instead: &'a [RanInstead],
     pub cgroup_cpu: Option<&'a CgroupCpu>,
+    /// The RDMA ports it uses (`mlx5_0/1`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub nics: &'a [Text],
+    /// Its latest collectives (NCCL Inspector).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub collectives: &'a [CollectiveFrame],
 }
 
 #[derive(Serialize)]
@@ -164,6 +173,8 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
                 affinity: &r.affinity,
                 ran_instead: &r.ran_instead,
                 cgroup_cpu: r.cgroup_cpu.as_ref(),
+                nics: &r.nics,
+                collectives: &r.collectives,
             })
             .collect(),
         gpus: f
@@ -188,6 +199,7 @@ pub fn snapshot(f: &Frame) -> Snapshot<'_> {
                     .collect(),
             })
             .collect(),
+        nics: &f.nics,
         host: Host {
             signals: &f.host.signals,
             cpu_pct: &f.host.cpu_pct,

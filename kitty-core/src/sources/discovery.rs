@@ -177,7 +177,7 @@ pub fn discover_skipping(
             .filter(|(k, _)| super::nccl_env::KEYS.contains(&k.as_str()))
             .cloned()
             .collect();
-        let nic_numa = super::numa::nic_nodes(&roots.host.join("sys"), &nccl);
+        let nic_numa = super::numa::nic_nodes(&roots.sys, &nccl);
         out.push(Watched {
             key: ProcKey {
                 pid,

@@ -9,6 +9,8 @@ pub mod discovery;
 pub mod host;
 pub mod labels;
 pub mod nccl_env;
+pub mod nccl_inspector;
+pub mod nccl_ras;
 pub mod netstat;
 pub mod node;
 pub mod node_api;
@@ -16,6 +18,7 @@ pub mod numa;
 pub mod nvml;
 pub mod process;
 pub mod prometheus;
+pub mod rdma;
 pub mod sched;
 pub mod sockdiag;
 pub mod tcp_table;
@@ -32,12 +35,14 @@ pub trait Enricher: Send {
     fn enrich(&mut self, frame: &mut crate::model::Frame);
 }
 
-/// Where the host's /proc lives (`/proc`, or `/host/proc` under kubectl debug)
-/// and the root of the filesystem that holds it (for /sys and /dev/shm).
+/// Where the host's /proc lives (`/proc`, or `/host/proc` under kubectl debug),
+/// the root of the filesystem that holds it (for /dev/shm and cgroups), and
+/// the host's /sys (beside the proc root unless `--sys-root` says otherwise).
 #[derive(Debug, Clone)]
 pub struct Roots {
     pub proc: PathBuf,
     pub host: PathBuf,
+    pub sys: PathBuf,
 }
 
 impl Roots {
@@ -47,7 +52,14 @@ impl Roots {
             Some(p) if proc.file_name().is_some_and(|n| n == "proc") => p.to_path_buf(),
             _ => PathBuf::from("/"),
         };
-        Roots { proc, host }
+        let sys = host.join("sys");
+        Roots { proc, host, sys }
+    }
+
+    /// The same roots with sysfs somewhere else (`--sys-root`).
+    pub fn with_sys(mut self, sys: impl Into<PathBuf>) -> Self {
+        self.sys = sys.into();
+        self
     }
 
     pub fn pid_dir(&self, pid: u32) -> PathBuf {

@@ -13,6 +13,9 @@ use std::path::Path;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcSample {
     pub pid: u32,
+    /// Its pid in its own pid namespace (NSpid's last field): what it
+    /// reports about itself (NCCL Inspector, NCCL RAS).
+    pub own_pid: u32,
     pub start_time: u64,
     pub comm: String,
     pub state: char,
@@ -35,6 +38,8 @@ pub struct ProcSample {
     pub fds: Option<u64>,
     /// Inodes of the process's sockets (`socket:[N]` fd links).
     pub socket_inodes: Vec<u64>,
+    /// RDMA uverbs devices it has open (`/dev/infiniband/uverbs<N>` fds).
+    pub uverbs: Vec<u32>,
     /// Whether the fd links were read this time (false: reused, count unchanged).
     pub fds_rescanned: bool,
 }
@@ -45,6 +50,7 @@ pub struct ProcSample {
 pub struct FdReuse<'a> {
     pub count: u64,
     pub socket_inodes: &'a [u64],
+    pub uverbs: &'a [u32],
 }
 
 /// What a previous sample lends the next read: thread names (read once per
@@ -108,6 +114,12 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
     let io = Io::from_file(dir.join("io")).ok();
     let mut sample = ProcSample {
         pid: stat.pid as u32,
+        own_pid: status
+            .nspid
+            .as_ref()
+            .and_then(|n| n.last())
+            .and_then(|p| u32::try_from(*p).ok())
+            .unwrap_or(stat.pid as u32),
         start_time: stat.starttime,
         comm: stat.comm.clone(),
         state: stat.state,
@@ -201,6 +213,7 @@ fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>) {
         if n == r.count {
             sample.fds = Some(n);
             sample.socket_inodes = r.socket_inodes.to_vec();
+            sample.uverbs = r.uverbs.to_vec();
             return;
         }
     }
@@ -212,14 +225,19 @@ fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>) {
     for fd in fds.flatten() {
         count += 1;
         if let Ok(target) = std::fs::read_link(fd.path()) {
-            if let Some(inode) = parse_socket_link(target.as_os_str().to_str().unwrap_or("")) {
+            let target = target.as_os_str().to_str().unwrap_or("");
+            if let Some(inode) = parse_socket_link(target) {
                 sample.socket_inodes.push(inode);
+            } else if let Some(n) = crate::sources::rdma::uverbs_of_link(target) {
+                sample.uverbs.push(n);
             }
         }
     }
     sample.fds = Some(count);
     sample.socket_inodes.sort_unstable();
     sample.socket_inodes.dedup();
+    sample.uverbs.sort_unstable();
+    sample.uverbs.dedup();
 }
 
 /// `socket:[12345]` -> 12345.
@@ -321,6 +339,7 @@ mod tests {
         let fds = Some(FdReuse {
             count: first.fds.unwrap(),
             socket_inodes: &[1, 2, 3],
+            uverbs: &[],
         });
         let again = read_process(
             &dir,
@@ -335,6 +354,7 @@ mod tests {
         let bad = Some(FdReuse {
             count: 1_000_000,
             socket_inodes: &[],
+            uverbs: &[],
         });
         let changed = read_process(
             &dir,

@@ -38,10 +38,10 @@ pub fn run(a: ClusterArgs) -> Result<i32> {
         prom.query("vector(1)")?;
     }
     let source = Box::new(ClusterSampler::new(prom, cfg));
-    if a.json {
-        return super::snapshot::run_with(source, Pipeline::new(), a.duration.max(a.interval));
-    }
     let host = format!("cluster via {}", source.url());
     let rec = super::live::recorder(a.record.as_deref(), a.force, &host, a.interval)?;
+    if a.json {
+        return super::snapshot::run_with(source, Pipeline::new(), a.duration.max(a.interval), rec);
+    }
     Ok(crate::tui::run_live(source, Pipeline::new(), rec)?)
 }

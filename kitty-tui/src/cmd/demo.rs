@@ -18,7 +18,7 @@ pub fn run(a: DemoCmd) -> Result<i32> {
     p.push(Box::new(job.step_times()));
     let code = match a.headless {
         Some(d) => {
-            super::snapshot::run_with(Box::new(kitty_core::sampler::Sampler::new(cfg)), p, d)
+            super::snapshot::run_with(Box::new(kitty_core::sampler::Sampler::new(cfg)), p, d, rec)
         }
         None => Ok(crate::tui::run_live(
             Box::new(kitty_core::sampler::Sampler::new(cfg)),

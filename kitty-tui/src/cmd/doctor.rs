@@ -52,7 +52,24 @@ struct Report<'a> {
 }
 
 pub fn run(a: DoctorArgs) -> Result<i32> {
-    let mut checks = kitty_core::doctor::run(&Roots::new(&a.node.proc_root));
+    if let Some(sys) = a.node.sys_root.as_ref().filter(|s| !s.is_dir()) {
+        return Err(crate::error::UsageError(format!(
+            "--sys-root {} is not a directory",
+            sys.display()
+        ))
+        .into());
+    }
+    // An unreadable proc root is doctor's first failed check, not a usage error.
+    let roots = crate::pipeline::proc_root(&a.node).unwrap_or_else(|_| {
+        let r = Roots::new(&a.node.proc_root);
+        match &a.node.sys_root {
+            Some(s) => r.with_sys(s),
+            None => r,
+        }
+    });
+    let mut checks = kitty_core::doctor::run(&roots);
+    checks.push(kitty_core::doctor::rdma_check(&roots));
+    checks.extend(kitty_core::doctor::nccl_checks(&roots, &Default::default()));
     if !a.node.no_gpu {
         checks.push(kitty_core::doctor::nvml_check(a.node.nvml_lib.clone()));
     }

@@ -9,6 +9,7 @@ use color_eyre::eyre::{eyre, Result};
 use kitty_core::engine::{Delivery, End, Engine, FrameSource, Pipeline};
 use kitty_core::model::Frame;
 use kitty_core::sampler::Sampler;
+use kitty_core::sinks::record::Writer;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -17,16 +18,19 @@ pub fn run(a: SnapshotArgs) -> Result<i32> {
     let cfg = pipeline::sampler_config(&a.sampling)?;
     at_least_one_interval("the duration", a.duration, cfg.interval)?;
     let p = pipeline::build(&a.sampling, &cfg);
-    run_with(Box::new(Sampler::new(cfg)), p, a.duration)
+    run_with(Box::new(Sampler::new(cfg)), p, a.duration, None)
 }
 
 /// Samples for `duration` (and at least two frames, so rates exist) and
-/// prints the final state.
+/// prints the final state; with a recorder (`demo --headless --record`,
+/// `cluster --json --record`) every frame is also recorded.
 pub fn run_with(
     source: Box<dyn FrameSource>,
     pipeline: Pipeline,
     duration: Duration,
+    recorder: Option<(Writer, String)>,
 ) -> Result<i32> {
+    let mut writer = recorder.map(|r| r.0);
     let stop = stop_flag();
     let (mut engine, frames) = Engine::start_source(source, pipeline, Delivery::Lossless);
     let start = Instant::now();
@@ -36,6 +40,12 @@ pub fn run_with(
     let mut n = 0;
     let end = frames.drive(&stop, None, |f| -> Result<_, std::convert::Infallible> {
         events.extend(f.events.iter().cloned());
+        if let Some(w) = writer.as_mut() {
+            if let Err(e) = w.append(&f) {
+                eprintln!("kitty-tui: recording stopped: {e}");
+                writer = None;
+            }
+        }
         last = Some(f);
         n += 1;
         Ok(if start.elapsed() >= duration && n >= 2 {
@@ -45,6 +55,9 @@ pub fn run_with(
         })
     });
     engine.stop();
+    if let Some(w) = writer {
+        w.finish()?;
+    }
     if matches!(end, Ok(End::SourceDied)) {
         return Err(eyre!("the sampling thread died"));
     }

@@ -5,6 +5,7 @@
 
 pub mod flow;
 mod hog;
+mod inspector;
 #[cfg(feature = "netlab")]
 mod net;
 pub mod ring;
@@ -78,6 +79,8 @@ pub enum DemoError {
 pub struct DemoJob {
     children: Vec<Child>,
     step_ms: Arc<Mutex<Option<f64>>>,
+    /// Where the ranks write their NCCL Inspector records (removed at the end).
+    inspector_dir: std::path::PathBuf,
     #[cfg(feature = "netlab")]
     _lab: Option<net::NetFault>,
 }
@@ -97,6 +100,7 @@ impl Drop for DemoJob {
         for c in &mut self.children {
             let _ = c.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.inspector_dir);
     }
 }
 
@@ -167,15 +171,21 @@ pub fn start(args: &DemoArgs, fault_after: std::time::Duration) -> Result<DemoJo
     } else {
         None
     };
+    let inspector_dir =
+        std::env::temp_dir().join(format!("kitty-demo-inspector-{}", std::process::id()));
     let mut job = DemoJob {
         children: Vec::new(),
         step_ms: Arc::new(Mutex::new(None)),
+        inspector_dir: inspector_dir.clone(),
         #[cfg(feature = "netlab")]
         _lab: None,
     };
     for rank in 0..n {
         let mut cmd = ring::rank_command(&exe, rank, &ports, JOB_NAME);
+        // The ranks report their all-reduces as NCCL Inspector would.
         cmd.args(["--work", &work.to_string()])
+            .env("NCCL_INSPECTOR_ENABLE", "1")
+            .env("NCCL_INSPECTOR_DUMP_DIR", &inspector_dir)
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .stdout(if rank == 0 {

@@ -1,7 +1,8 @@
 //! One rank of the demo job: a compute phase (fixed CPU work), a "GPU" wait,
 //! then a ring all-reduce over loopback TCP. A rank that loses CPU time takes
 //! longer for the same work, and the ring makes every rank wait for it, as
-//! in a real data-parallel job.
+//! in a real data-parallel job. With NCCL Inspector enabled in its
+//! environment, each all-reduce is also written as Inspector writes one.
 
 use clap::Args;
 use std::io::{Read, Write};
@@ -191,6 +192,8 @@ pub fn run(a: RankArgs) -> Result<i32, RingError> {
             .expect("spawn worker");
         (go_tx, done_rx)
     });
+    let job = std::env::var("JOB_NAME").unwrap_or_default();
+    let mut inspector = super::inspector::InspectorOut::from_env(a.rank, a.world, &job);
     let chunk = a.chunk_kb * 1024;
     let mut acc = vec![0u8; chunk];
     let mut inbuf = vec![0u8; chunk];
@@ -208,6 +211,7 @@ pub fn run(a: RankArgs) -> Result<i32, RingError> {
             }
         }
         std::thread::sleep(Duration::from_millis(a.gpu_ms));
+        let coll = Instant::now();
         for _ in 0..a.world - 1 {
             if tx.send(acc.clone()).is_err() {
                 return Ok(0);
@@ -219,6 +223,9 @@ pub fn run(a: RankArgs) -> Result<i32, RingError> {
             reduce(&mut acc, &inbuf);
         }
         step += 1;
+        if let Some(i) = &mut inspector {
+            i.collective(step, chunk, coll.elapsed());
+        }
         if a.report {
             let mut o = out.lock();
             let _ = writeln!(o, "step {:.3}", t.elapsed().as_secs_f64() * 1000.0);

@@ -710,3 +710,151 @@ fn a_click_on_a_header_sorts_by_it() {
     app.on_mouse(click(at + 1, header));
     assert!(app.sort_reversed());
 }
+
+/// A frame of a node with four RDMA ports (one per rank): rank 2's port
+/// congested, mlx5_3 down; each rank with its latest collectives, rank 2
+/// arriving late.
+fn rdma_frame(t: u64) -> Frame {
+    let mut f = frame(t, false, 4);
+    for i in 0..4u32 {
+        let mut s = Signals::new();
+        let hot = i == 2;
+        for (k, v) in [
+            (Sig::RdmaRateGbps, 400.0),
+            (Sig::RdmaWidth, 4.0),
+            (Sig::RdmaActive, if i == 3 { 0.0 } else { 1.0 }),
+            (Sig::RdmaXmitWaitPerS, if hot { 4.2e6 } else { 1200.0 }),
+            (Sig::RdmaCnpPerS, if hot { 850.0 } else { 0.0 }),
+            (Sig::RdmaEcnMarkedPerS, if hot { 900.0 } else { 0.0 }),
+            (Sig::RdmaRetransPerS, 0.0),
+            (Sig::RdmaErrorsPerS, 0.0),
+            (Sig::RdmaTxBytesPerS, 21e9),
+            (Sig::RdmaRxBytesPerS, 20e9),
+            (Sig::RdmaPortDegraded, if i == 3 { 1.0 } else { 0.0 }),
+        ] {
+            s.set(k, v);
+        }
+        f.nics.push(NicFrame {
+            device: format!("mlx5_{i}").into(),
+            port: 1,
+            link_layer: Some("InfiniBand".into()),
+            state: Some(if i == 3 { "DOWN" } else { "ACTIVE" }.into()),
+            phys_state: Some("LinkUp".into()),
+            signals: s.clone(),
+            problem: (i == 3).then(|| "state DOWN".into()),
+            pids: vec![4000 + i],
+            ..Default::default()
+        });
+        let r = &mut f.ranks[i as usize];
+        r.nics = vec![format!("mlx5_{i}/1").into()];
+        for sig in [
+            Sig::RdmaXmitWaitPerS,
+            Sig::RdmaCnpPerS,
+            Sig::RdmaPortDegraded,
+        ] {
+            r.signals.set(sig, s.get(sig).unwrap());
+        }
+        r.signals.set(Sig::NcclLateMs, if hot { 38.0 } else { 0.0 });
+        r.collectives = (0..3)
+            .map(|k| CollectiveFrame {
+                comm: "0x7f8c496ae9f661".into(),
+                coll: "AllReduce".into(),
+                seq: 1204 - k,
+                msg_bytes: 1 << 30,
+                exec_us: if hot { 21_000 } else { 59_000 },
+                busbw_gbs: if hot { 190.0 } else { 68.0 },
+                late_us: Some(if hot { 38_000.0 } else { 0.0 }),
+            })
+            .collect();
+    }
+    f.sources.insert(
+        Source::Rdma,
+        SourceStatus::ok().with_strategy("sysfs, 4 ports"),
+    );
+    if t >= 3 {
+        let v = |signal: Sig, pid: u32, value: f64, message: &str| Verdict {
+            rank: Some(pid - 4000),
+            pid,
+            job: Some("gpt2-ddp".into()),
+            signal,
+            value,
+            peak: value,
+            peer_median: 0.0,
+            ratio: 100.0,
+            score: 10.0,
+            for_s: 2.0,
+            severity: Severity::Critical,
+            message: message.into(),
+            consequence_of: None,
+            culprits: vec![],
+            detail: None,
+        };
+        f.verdicts = vec![
+            v(
+                Sig::RdmaXmitWaitPerS,
+                4002,
+                4.2e6,
+                "rank 2: RDMA xmit wait 4.2M/s vs peers 1200/s (3500x) for 2 s",
+            ),
+            v(
+                Sig::NcclLateMs,
+                4002,
+                38.0,
+                "rank 2 arrives 38 ms late to AllReduce (seq 1204) while its peers wait, for 2 s",
+            ),
+            v(
+                Sig::RdmaPortDegraded,
+                4003,
+                1.0,
+                "rank 3: RDMA port degraded while its peers are not, for 2 s",
+            ),
+        ];
+    }
+    f
+}
+
+#[test]
+fn rdma_pane_columns_and_nics_view() {
+    let mut app = app_with((0..8).map(rdma_frame));
+    let main = render(&app, 160, 45);
+    assert!(main.contains("NIC") && main.contains("mlx5_2/1"), "{main}");
+    assert!(
+        main.contains("LATE ms") && main.contains("IB WAIT/s"),
+        "{main}"
+    );
+    assert!(main.contains("rdma (:nics for detail)"), "{main}");
+    assert!(main.contains("mlx5_3/1 DOWN 400Gb r3"), "{main}");
+    assert!(main.contains("4.20M"), "large rates get a prefix: {main}");
+    insta::assert_snapshot!("rdma_main", main);
+    app.show(View::Nics);
+    let nics = render(&app, 160, 45);
+    assert!(
+        nics.contains("rdma ports (4)") && nics.contains("ACTIVE IB"),
+        "{nics}"
+    );
+    insta::assert_snapshot!("rdma_nics", nics);
+}
+
+#[test]
+fn rank_detail_with_rdma_counters_and_collective_timings() {
+    let mut app = app_with((0..8).map(rdma_frame));
+    select_pid(&mut app, 4002);
+    app.show(View::Detail);
+    let text = render(&app, 160, 45);
+    assert!(text.contains("rdma ports · NCCL collectives"), "{text}");
+    assert!(text.contains("mlx5_2/1 ACTIVE 400 Gb/s"), "{text}");
+    assert!(text.contains("AllReduce    1204"), "{text}");
+    assert!(
+        text.contains("arrives 38 ms late to AllReduce (seq 1204)"),
+        "{text}"
+    );
+    insta::assert_snapshot!("rdma_detail", text);
+}
+
+#[test]
+fn a_node_without_rdma_says_why_in_the_nics_view() {
+    let mut app = app_with([frame(0, false, 4)]);
+    app.show(View::Nics);
+    let text = render(&app, 100, 20);
+    assert!(text.contains("No RDMA ports."), "{text}");
+}

@@ -86,3 +86,12 @@ pub fn gpu_labels(f: &Frame, g: &GpuFrame) -> LabelSet {
     out.push(label("model", &g.name));
     out
 }
+
+/// An RDMA port's labels: node, device, port.
+pub fn nic_labels(f: &Frame, n: &crate::model::NicFrame) -> LabelSet {
+    vec![
+        label("node", &f.node),
+        label("device", &n.device),
+        label("port", &n.port.to_string()),
+    ]
+}

@@ -23,7 +23,7 @@ pub mod names;
 
 use crate::model::signal::scope;
 use crate::model::{Frame, HistKind, ProcKey, RankFrame, Sig, Signals};
-use labels::{gpu_labels, label, rank_labels, LabelSet};
+use labels::{gpu_labels, label, nic_labels, rank_labels, LabelSet};
 use names::{export, Export};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -116,6 +116,7 @@ impl Exporter {
         self.register_ranks(&mut reg);
         self.register_node(&mut reg, f, node_dt);
         self.register_gpus(&mut reg, f, node_dt);
+        self.register_nics(&mut reg, f, node_dt);
         self.register_verdicts(&mut reg, f);
         let mut out = String::new();
         encode(&mut out, &reg).expect("writing to a String cannot fail");
@@ -369,6 +370,35 @@ impl Exporter {
             up,
         );
         self.scope_signals(reg, scope::GPU, &rows, dt);
+    }
+
+    /// The RDMA ports: their signals, and every raw counter the device
+    /// keeps (`kitty_rdma_port_hw_counter_total{counter="np_cnp_sent"}`),
+    /// for rates of counters kitty has no signal for.
+    fn register_nics(&mut self, reg: &mut Registry, f: &Frame, dt: f64) {
+        if f.nics.is_empty() {
+            return;
+        }
+        let raw = Family::<LabelSet, CounterF>::default();
+        let rows: Vec<(LabelSet, &Signals)> = f
+            .nics
+            .iter()
+            .map(|n| {
+                let labels = nic_labels(f, n);
+                for (name, v) in &n.counters {
+                    let mut l = labels.clone();
+                    l.push(label("counter", name));
+                    raw.get_or_create(&l).inc_by(*v as f64);
+                }
+                (labels, &n.signals)
+            })
+            .collect();
+        reg.register(
+            "kitty_rdma_port_hw_counter",
+            "an RDMA port's raw sysfs counter (counters/, hw_counters/, dev.* device-wide, eth.* from the netdev); port_xmit_data and port_rcv_data count 4-octet words",
+            raw,
+        );
+        self.scope_signals(reg, scope::NIC, &rows, dt);
     }
 
     fn register_verdicts(&self, reg: &mut Registry, f: &Frame) {

@@ -32,6 +32,7 @@ pub fn prefix(scope_bit: u8) -> &'static str {
         scope::HOST => "kitty_node_",
         scope::GPU => "kitty_gpu_",
         scope::NETNS => "kitty_netns_",
+        scope::NIC => "kitty_rdma_port_",
         _ => "kitty_socket_",
     }
 }
@@ -86,10 +87,13 @@ fn strip_unit(name: &'static str) -> &'static str {
     for suffix in [
         "_bytes_per_s",
         "_ms_per_s",
+        "_us_per_s",
         "_per_s",
         "_bytes",
         "_pct",
         "_us",
+        "_ms",
+        "_gbps",
         "_mhz",
         "_w",
         "_c",
@@ -100,6 +104,9 @@ fn strip_unit(name: &'static str) -> &'static str {
     }
     name
 }
+
+/// Rates that are estimates of a moment (a gauge), not bytes moved.
+const RATE_GAUGES: &[Sig] = &[Sig::DeliveryRateBytesPerS, Sig::NcclBusbwBytesPerS];
 
 /// Counters the source keeps itself (monotonic since boot or driver load).
 const CUMULATIVE: &[Sig] = &[
@@ -153,7 +160,11 @@ pub fn export(sig: Sig, scope_bit: u8) -> Export {
     if scope_bit == scope::RANK && GPU_TO_RANK.iter().any(|(_, r)| *r == sig) {
         return Export::Elsewhere("kitty_gpu_* (join on gpu, UUID)");
     }
-    let s = stem(sig);
+    let mut s = stem(sig);
+    if scope_bit == scope::NIC {
+        // kitty_rdma_port_xmit_wait_total, not ..._port_rdma_xmit_wait_total.
+        s = s.strip_prefix("rdma_").unwrap_or(s);
+    }
     if CUMULATIVE.contains(&sig) {
         let unit = if sig == Sig::EnergyJ {
             "_joules_total"
@@ -166,9 +177,10 @@ pub fn export(sig: Sig, scope_bit: u8) -> Export {
         };
     }
     let (suffix, scale, counter) = match sig.unit() {
+        Unit::PerSec if sig == Sig::RdmaPauseUsPerS => ("_seconds_total", 1e-6, true),
         Unit::PerSec => ("_total", 1.0, true),
         Unit::MsPerSec => ("_seconds_total", 1e-3, true),
-        Unit::BytesPerSec if sig == Sig::DeliveryRateBytesPerS => ("_bytes_per_second", 1.0, false),
+        Unit::BytesPerSec if RATE_GAUGES.contains(&sig) => ("_bytes_per_second", 1.0, false),
         Unit::BytesPerSec => ("_bytes_total", 1.0, true),
         Unit::Percent => ("_ratio", 0.01, false),
         Unit::Micros => ("_seconds", 1e-6, false),
@@ -177,6 +189,8 @@ pub fn export(sig: Sig, scope_bit: u8) -> Export {
         Unit::Watts => ("_watts", 1.0, false),
         Unit::Joules => ("_joules", 1.0, false),
         Unit::Celsius => ("_celsius", 1.0, false),
+        Unit::Millis => ("_seconds", 1e-3, false),
+        Unit::Gbps => ("_bits_per_second", 1e9, false),
         Unit::Count | Unit::Flag | Unit::Cpus => ("", 1.0, false),
     };
     let name = name([p, s, suffix]);
@@ -188,7 +202,13 @@ pub fn export(sig: Sig, scope_bit: u8) -> Export {
 }
 
 /// The scopes a signal is exported in (socket series are opt-in, elsewhere).
-pub const SCOPES: &[u8] = &[scope::RANK, scope::HOST, scope::GPU, scope::NETNS];
+pub const SCOPES: &[u8] = &[
+    scope::RANK,
+    scope::HOST,
+    scope::GPU,
+    scope::NETNS,
+    scope::NIC,
+];
 
 /// The mapping as a Markdown table (the README's copy).
 pub fn markdown_table() -> String {
@@ -199,6 +219,7 @@ pub fn markdown_table() -> String {
             scope::RANK => "rank",
             scope::HOST => "node",
             scope::GPU => "gpu",
+            scope::NIC => "rdma port",
             _ => "netns",
         };
         for sig in Sig::in_scope(sc) {

@@ -130,3 +130,44 @@ fn pids_are_labels_only_when_asked() {
     let om = e.update(&frame(0, true));
     assert!(om.contains(r#"rank="3",pid="7""#), "{om}");
 }
+
+#[test]
+fn rdma_ports_are_exported_with_device_and_port_labels() {
+    let mut e = Exporter::new(ExporterConfig::default());
+    let nic = |t: u64| {
+        let mut f = frame(t, true);
+        let mut s = Signals::new();
+        s.set(Sig::RdmaXmitWaitPerS, 1000.0);
+        s.set(Sig::RdmaRateGbps, 400.0);
+        s.set(Sig::RdmaPortDegraded, 0.0);
+        f.nics.push(NicFrame {
+            device: "mlx5_0".into(),
+            port: 1,
+            counters: [("port_xmit_wait".into(), 5000 + t)].into_iter().collect(),
+            signals: s,
+            ..Default::default()
+        });
+        f.ranks[0].signals.set(Sig::RdmaXmitWaitPerS, 1000.0);
+        f
+    };
+    e.update(&nic(0));
+    let text = e.update(&nic(2));
+    let has = |l: &str| text.lines().any(|x| x.starts_with(l));
+    assert!(
+        has(r#"kitty_rdma_port_xmit_wait_total{node="n1",device="mlx5_0",port="1"} 2000"#),
+        "{text}"
+    );
+    assert!(
+        has(
+            r#"kitty_rdma_port_rate_bits_per_second{node="n1",device="mlx5_0",port="1"} 400000000000"#
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            r#"kitty_rdma_port_hw_counter_total{node="n1",device="mlx5_0",port="1",counter="port_xmit_wait"} 5002"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains("kitty_rank_rdma_xmit_wait_total{"), "{text}");
+}

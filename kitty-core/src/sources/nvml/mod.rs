@@ -101,13 +101,15 @@ fn init(lib_path: Option<PathBuf>) -> Result<Nvml, NvmlError> {
 
 impl NvmlSource {
     /// Starts polling NVML (from `lib_path`, or the system's libnvidia-ml.so.1).
-    pub fn start(lib_path: Option<PathBuf>, interval: Duration, proc_root: PathBuf) -> NvmlSource {
+    /// `sys` is the host's sysfs (for the GPUs' NUMA nodes).
+    pub fn start(
+        lib_path: Option<PathBuf>,
+        interval: Duration,
+        proc_root: PathBuf,
+        sys: PathBuf,
+    ) -> NvmlSource {
         let shared = Arc::new(Shared::default());
         let s2 = shared.clone();
-        // sysfs beside the proc root (/proc -> /sys, /host/proc -> /host/sys).
-        let sys = proc_root
-            .parent()
-            .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys"));
         let _ = std::thread::Builder::new()
             .name("kitty-nvml".into())
             .spawn(move || poll::poll_loop(lib_path, interval, s2, sys));

@@ -10,6 +10,7 @@ impl App {
             (Some("ranks" | "rank" | "main"), _) => self.nav.view = View::Main,
             (Some("events" | "ev"), _) => self.nav.view = View::Events,
             (Some("gpus" | "gpu"), _) => self.nav.view = View::Gpus,
+            (Some("nics" | "nic" | "rdma"), _) => self.nav.view = View::Nics,
             (Some("flows" | "talkers" | "net"), _) => self.nav.view = View::Flows,
             (Some("flame" | "profile"), _) => self.nav.view = View::Flame,
             (Some("help" | "h"), _) => self.nav.view = View::Help,

@@ -27,6 +27,8 @@ pub enum View {
     Help,
     Events,
     Gpus,
+    /// The RDMA ports.
+    Nics,
     Flows,
     Flame,
 }
@@ -108,6 +110,9 @@ pub const DETAIL_SIGNALS: &[Sig] = &[
     Sig::SrttMaxUs,
     Sig::BytesSentPerS,
     Sig::CtxInvoluntaryPerS,
+    Sig::NcclLateMs,
+    Sig::RdmaXmitWaitPerS,
+    Sig::RdmaCnpPerS,
 ];
 
 /// What the user navigates: the view, the selected row, sort and filter.

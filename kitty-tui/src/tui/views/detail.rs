@@ -271,8 +271,90 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
             .split(row_areas[i / ncols])[i % ncols];
         chart(f, cell, cx, r, *sig);
     }
-    let [socks, thr] =
-        Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(tables);
-    sockets(f, socks, cx, tables_of);
-    threads(f, thr, cx, tables_of);
+    if r.nics.is_empty() && r.collectives.is_empty() {
+        let [socks, thr] =
+            Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)])
+                .areas(tables);
+        sockets(f, socks, cx, tables_of);
+        threads(f, thr, cx, tables_of);
+    } else {
+        let [socks, nccl, thr] = Layout::horizontal([
+            Constraint::Percentage(40),
+            Constraint::Percentage(35),
+            Constraint::Percentage(25),
+        ])
+        .areas(tables);
+        sockets(f, socks, cx, tables_of);
+        rdma(f, nccl, cx, r);
+        threads(f, thr, cx, tables_of);
+    }
+}
+
+/// The rank's RDMA ports (their counter rates) and its latest collectives.
+fn rdma(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
+    let Some(fr) = cx.app.frame() else { return };
+    let v = |n: &kitty_core::model::NicFrame, s: Sig| {
+        n.signals.get(s).map_or("-".into(), |x| value(s, x))
+    };
+    let mut lines = Vec::new();
+    for id in &r.nics {
+        let Some(n) = fr.nics.iter().find(|n| n.id() == id.as_str()) else {
+            continue;
+        };
+        let style = if n.problem.is_some() {
+            cx.th.sev(kitty_core::model::Severity::Critical)
+        } else {
+            cx.th.title()
+        };
+        lines.push(Line::styled(
+            format!(
+                "{id} {} {}",
+                n.state.as_deref().unwrap_or("?"),
+                v(n, Sig::RdmaRateGbps)
+            ),
+            style,
+        ));
+        if let Some(p) = &n.problem {
+            lines.push(Line::styled(format!(" {p}"), style));
+        }
+        lines.push(Line::raw(format!(
+            " wait {}  cnp {}  ecn {}  pfc {}",
+            v(n, Sig::RdmaXmitWaitPerS),
+            v(n, Sig::RdmaCnpPerS),
+            v(n, Sig::RdmaEcnMarkedPerS),
+            v(n, Sig::RdmaPausePerS)
+        )));
+        lines.push(Line::raw(format!(
+            " retx {}  err {}  tx {}  rx {}",
+            v(n, Sig::RdmaRetransPerS),
+            v(n, Sig::RdmaErrorsPerS),
+            v(n, Sig::RdmaTxBytesPerS),
+            v(n, Sig::RdmaRxBytesPerS)
+        )));
+    }
+    if !r.collectives.is_empty() {
+        lines.push(Line::styled(
+            "COLL         SEQ    EXEC  BUSBW   LATE",
+            cx.th.title(),
+        ));
+        for c in &r.collectives {
+            lines.push(Line::raw(format!(
+                "{:<10} {:>6} {:>7} {:>5.0}G {:>6}",
+                c.coll.as_str(),
+                c.seq,
+                value(Sig::NcclExecMs, c.exec_us as f64 / 1000.0),
+                c.busbw_gbs,
+                c.late_us
+                    .map_or("-".into(), |l| value(Sig::NcclLateMs, l / 1000.0))
+            )));
+        }
+    }
+    f.render_widget(
+        Paragraph::new(lines).block(
+            Block::new()
+                .borders(Borders::TOP)
+                .title("rdma ports · NCCL collectives"),
+        ),
+        area,
+    );
 }

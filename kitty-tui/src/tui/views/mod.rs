@@ -13,6 +13,7 @@ mod gpus;
 mod header;
 mod help;
 mod host;
+mod nics;
 mod nodes;
 mod ranks;
 
@@ -61,6 +62,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Help => help::draw(f, body, &cx),
         View::Events => events::draw(f, body, &cx, true),
         View::Gpus => gpus::draw_detail(f, body, &cx),
+        View::Nics => nics::draw_detail(f, body, &cx),
         View::Flows => flows::draw(f, body, &cx),
         View::Flame => flame::draw(f, body, &cx),
     }

@@ -23,6 +23,8 @@ struct Col {
     fallback: Option<Sig>,
     width: u16,
     priority: u8,
+    /// Shown only when some rank has the signal (NCCL, RDMA).
+    optional: bool,
 }
 
 const fn col(header: &'static str, signal: Sig, width: u16, priority: u8) -> Col {
@@ -33,8 +35,31 @@ const fn col(header: &'static str, signal: Sig, width: u16, priority: u8) -> Col
         fallback: None,
         width,
         priority,
+        optional: false,
     }
 }
+
+const fn optional(header: &'static str, signal: Sig, width: u16, priority: u8) -> Col {
+    Col {
+        optional: true,
+        ..col(header, signal, width, priority)
+    }
+}
+
+/// Rank signals from its RDMA ports (their verdicts light the NIC cell).
+const RDMA_RANK_SIGNALS: &[Sig] = &[
+    Sig::RdmaPortDegraded,
+    Sig::RdmaXmitWaitPerS,
+    Sig::RdmaCnpPerS,
+    Sig::RdmaEcnMarkedPerS,
+    Sig::RdmaPausePerS,
+    Sig::RdmaRetransPerS,
+    Sig::RdmaErrorsPerS,
+    Sig::RdmaOutOfBufferPerS,
+];
+
+/// Width of the NIC column, when a rank uses RDMA ports.
+const NIC_WIDTH: u16 = 10;
 
 const COLS: &[Col] = &[
     col("CPU%", Sig::CpuPct, 11, 0),
@@ -49,11 +74,14 @@ const COLS: &[Col] = &[
         fallback: Some(Sig::SrttMaxUs),
         width: 13,
         priority: 1,
+        optional: false,
     },
     col("RETX/s", Sig::RetransPerS, 11, 1),
     col("OUTSEG/s", Sig::OutSegsPerS, 12, 3),
     col("TXQ", Sig::TxQueueBytes, 11, 2),
     col("TX/s", Sig::BytesSentPerS, 11, 4),
+    optional("LATE ms", Sig::NcclLateMs, 10, 0),
+    optional("IB WAIT/s", Sig::RdmaXmitWaitPerS, 12, 2),
 ];
 
 /// Sparkline points per cell.
@@ -62,10 +90,17 @@ const SPARK_N: usize = 5;
 /// Width of the JOB column, when more than one job is on screen.
 const JOB_WIDTH: u16 = 12;
 
-fn visible_cols(width: u16, extra: u16) -> (Vec<&'static Col>, usize) {
+fn visible_cols(
+    width: u16,
+    extra: u16,
+    present: &dyn Fn(Sig) -> bool,
+) -> (Vec<&'static Col>, usize) {
     // Fixed: RANK 7, PID 8 (NODE 14), VERDICT at least 18, and `extra`.
     let budget = width.saturating_sub(7 + 8 + 5 + 18 + 2 + extra);
-    let mut cols: Vec<&Col> = COLS.iter().collect();
+    let mut cols: Vec<&Col> = COLS
+        .iter()
+        .filter(|c| !c.optional || present(c.signal))
+        .collect();
     let mut dropped = 0;
     while cols.iter().map(|c| c.width + 1).sum::<u16>() > budget && !cols.is_empty() {
         let worst = cols
@@ -84,6 +119,24 @@ fn visible_cols(width: u16, extra: u16) -> (Vec<&'static Col>, usize) {
 fn gpu_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
     let text = r.gpu.map_or("-".to_string(), |g| g.to_string());
     let sev = GPU_RANK_SIGNALS
+        .iter()
+        .filter_map(|s| cx.app.severity(r.key.pid, *s))
+        .max();
+    match sev {
+        Some(s) => Cell::from(text).style(cx.th.sev(s)),
+        None => Cell::from(text),
+    }
+}
+
+/// The rank's RDMA port (`mlx5_2/1`, `+n` more), highlighted when an RDMA
+/// signal flags the rank.
+fn nic_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
+    let text = match r.nics.as_slice() {
+        [] => "-".to_string(),
+        [one] => one.to_string(),
+        [first, rest @ ..] => format!("{first}+{}", rest.len()),
+    };
+    let sev = RDMA_RANK_SIGNALS
         .iter()
         .filter_map(|s| cx.app.severity(r.key.pid, *s))
         .max();
@@ -141,6 +194,17 @@ fn short(sig: Sig) -> &'static str {
         Sig::GpuXidRecent => "xid",
         Sig::GpuSmClockMhz => "sm clock",
         Sig::GpuSmActivePct => "sm active",
+        Sig::RdmaXmitWaitPerS => "ib wait",
+        Sig::RdmaCnpPerS => "cnp",
+        Sig::RdmaEcnMarkedPerS => "ecn",
+        Sig::RdmaPausePerS => "pfc",
+        Sig::RdmaRetransPerS => "rdma retx",
+        Sig::RdmaErrorsPerS => "ib err",
+        Sig::RdmaOutOfBufferPerS => "no rx buf",
+        Sig::RdmaPortDegraded => "port",
+        Sig::NcclLateMs => "late",
+        Sig::NcclRasMissing => "ras miss",
+        Sig::NcclCollsBehind => "behind",
         s => s.label(),
     }
 }
@@ -197,9 +261,14 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
     let multi_job = jobs.len() > 1;
     let spans_nodes = rows.iter().any(|r| r.node.is_some());
     let id_width: u16 = if spans_nodes { 14 } else { 8 };
+    let has_nics = rows.iter().any(|r| !r.nics.is_empty());
+    let present = |sig: Sig| rows.iter().any(|r| r.signals.contains(sig));
     let (cols, dropped) = visible_cols(
         area.width,
-        (id_width - 8) + if multi_job { JOB_WIDTH + 1 } else { 0 },
+        (id_width - 8)
+            + if multi_job { JOB_WIDTH + 1 } else { 0 }
+            + if has_nics { NIC_WIDTH + 1 } else { 0 },
+        &present,
     );
     let sort = app.sort().1;
     let mark = |on: bool| if on { "▼" } else { "" };
@@ -211,6 +280,9 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
     }
     header.push(Cell::from(if spans_nodes { "NODE" } else { "PID" }));
     header.push(Cell::from("GPU"));
+    if has_nics {
+        header.push(Cell::from("NIC"));
+    }
     header.extend(cols.iter().map(|c| {
         Cell::from(format!(
             "{}{}",
@@ -241,6 +313,9 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
             }
             cells.push(Cell::from(id));
             cells.push(gpu_cell(cx, r));
+            if has_nics {
+                cells.push(nic_cell(cx, r));
+            }
             cells.extend(cols.iter().map(|c| value_cell(cx, r, c)));
             cells.push(if r.stale {
                 Cell::from("stale: node stopped reporting").style(cx.th.dim())
@@ -262,6 +337,9 @@ fn table(f: &mut Frame, area: Rect, cx: &Ctx) {
         fixed.push((JOB_WIDTH, None));
     }
     fixed.extend([(id_width, None), (4, None)]);
+    if has_nics {
+        fixed.push((NIC_WIDTH, None));
+    }
     fixed.extend(
         cols.iter()
             .map(|c| (c.width, Some(SortBy::Signal(c.signal)))),
@@ -366,14 +444,31 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     }
     f.render_widget(Paragraph::new(status_line(cx)), status_area);
     if lower > 0 {
-        let [gpu, host, events] = Layout::horizontal([
-            Constraint::Percentage(30),
-            Constraint::Percentage(35),
-            Constraint::Percentage(35),
-        ])
-        .areas(lower_area);
-        super::gpus::draw_pane(f, gpu, cx);
-        super::host::draw(f, host, cx);
-        super::events::draw(f, events, cx, false);
+        // The RDMA pane beside the GPU pane when the node has ports, in
+        // its place when it has ports and no GPU.
+        let (gpu, nic) = (
+            !fr.gpus.is_empty() || fr.nics.is_empty(),
+            !fr.nics.is_empty(),
+        );
+        let mut panes = Vec::new();
+        if gpu {
+            panes.push(if nic { 25 } else { 30 });
+        }
+        if nic {
+            panes.push(if gpu { 25 } else { 30 });
+        }
+        let rest = (100 - panes.iter().sum::<u16>()) / 2;
+        panes.extend([rest, rest]);
+        let areas =
+            Layout::horizontal(panes.iter().map(|p| Constraint::Percentage(*p))).split(lower_area);
+        let mut at = areas.iter().copied();
+        if gpu {
+            super::gpus::draw_pane(f, at.next().unwrap_or_default(), cx);
+        }
+        if nic {
+            super::nics::draw_pane(f, at.next().unwrap_or_default(), cx);
+        }
+        super::host::draw(f, at.next().unwrap_or_default(), cx);
+        super::events::draw(f, at.next().unwrap_or_default(), cx, false);
     }
 }

@@ -1,0 +1,287 @@
+//! The NCCL RAS phase: a thread of its own asks each RAS port the ranks
+//! name (NCCL_RAS_ADDR, else localhost:28028) for its report every few
+//! seconds, from inside the rank's network namespace (RAS listens on the
+//! rank's localhost); each tick applies the latest report to the ranks it
+//! names: missing or unresponsive (a flag), collectives behind the most
+//! advanced rank of the communicator (a count), with an event per rank
+//! that goes missing.
+
+use super::procs::Sample;
+use crate::model::{Event, EventKind, RankFrame, Sig, Signals, SourceStatus};
+use crate::sources::nccl_ras::{self, Report, DEFAULT_ADDR};
+use crate::sources::Roots;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often each RAS port is asked (a report costs RAS a collective
+/// across the job's nodes).
+const POLL_EVERY: Duration = Duration::from_secs(5);
+/// Connection and per-step timeout, and the time RAS may wait for peers.
+const TIMEOUT: Duration = Duration::from_secs(3);
+const RAS_TIMEOUT_S: u32 = 5;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Target {
+    addr: String,
+    /// The rank's network namespace (`/proc/<pid>/ns/net`) and its inode.
+    ns: Option<(PathBuf, u64)>,
+}
+
+/// A report and the addresses of the namespace it was asked from (the
+/// report's `host` of a rank on this node is one of them).
+type Answer = Result<(Report, Vec<IpAddr>), String>;
+
+#[derive(Default)]
+struct Shared {
+    targets: Vec<Target>,
+    answers: HashMap<Target, Answer>,
+}
+
+#[derive(Default)]
+pub struct Ras {
+    shared: Arc<Mutex<Shared>>,
+    started: bool,
+    /// (communicator, rank) pairs reported missing at the last tick.
+    missing: HashSet<(String, u32)>,
+}
+
+impl Ras {
+    /// Tells the poller which ports to ask (starting it on first use).
+    pub fn targets(&mut self, roots: &Roots, samples: &[Sample]) {
+        let mut t: Vec<Target> = samples
+            .iter()
+            .map(|(w, _)| {
+                let addr = w
+                    .nccl
+                    .iter()
+                    .find(|(k, _)| k == "NCCL_RAS_ADDR")
+                    .map(|(_, v)| v.trim().to_string())
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or_else(|| DEFAULT_ADDR.to_string());
+                let ns = w
+                    .netns
+                    .map(|i| (roots.pid_dir(w.key.pid).join("ns/net"), i));
+                Target { addr, ns }
+            })
+            .collect();
+        // One query per port and namespace, whichever rank leads there.
+        let mut seen = HashSet::new();
+        t.retain(|x| seen.insert((x.addr.clone(), x.ns.as_ref().map(|n| n.1))));
+        self.lock().targets = t;
+        if !self.started && !samples.is_empty() {
+            self.started = true;
+            let shared = self.shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("kitty-nccl-ras".into())
+                .spawn(move || poll_loop(shared));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the latest reports for this tick's ranks: their RAS signals
+    /// by pid, and the source status.
+    pub fn judge(
+        &mut self,
+        samples: &[Sample],
+        wall: u64,
+        events: &mut Vec<Event>,
+    ) -> (PerRank, SourceStatus) {
+        let mut ranks = PerRank::new();
+        let sh = self.lock();
+        if sh.targets.is_empty() {
+            return (
+                ranks,
+                SourceStatus::unavailable("no ranks to ask NCCL RAS about"),
+            );
+        }
+        let own: HashMap<u32, u32> = samples
+            .iter()
+            .map(|(w, s)| (s.own_pid, w.key.pid))
+            .collect();
+        let mut missing_now = HashSet::new();
+        let mut errors = Vec::new();
+        let mut ok = 0;
+        let mut new_events = Vec::new();
+        for t in &sh.targets {
+            match sh.answers.get(t) {
+                None => {}
+                Some(Err(e)) => errors.push(e.clone()),
+                Some(Ok((report, ips))) => {
+                    ok += 1;
+                    let local = |host: &str, pid: u32| -> Option<u32> {
+                        let here = ips.is_empty()
+                            || host.parse::<IpAddr>().is_ok_and(|h| ips.contains(&h));
+                        here.then(|| own.get(&pid).copied()).flatten()
+                    };
+                    for c in &report.communicators {
+                        let most = c.ranks.iter().map(|r| r.collectives()).max().unwrap_or(0);
+                        for r in &c.ranks {
+                            if let Some(pid) = local(&r.host, r.pid) {
+                                set_max(
+                                    &mut ranks,
+                                    pid,
+                                    Sig::NcclCollsBehind,
+                                    (most - r.collectives()) as f64,
+                                );
+                                set_max(&mut ranks, pid, Sig::NcclRasMissing, 0.0);
+                            }
+                        }
+                        for m in &c.missing_ranks {
+                            let key = (c.hash.clone(), m.rank);
+                            if !self.missing.contains(&key) && !missing_now.contains(&key) {
+                                let how = if m.status.considered_dead {
+                                    "considered dead"
+                                } else if m.status.unresponsive {
+                                    "unresponsive"
+                                } else {
+                                    "missing"
+                                };
+                                new_events.push(Event::new(
+                                    wall,
+                                    EventKind::NcclRas,
+                                    format!(
+                                        "NCCL RAS: rank {} of communicator {} (pid {} on {}) is {how}",
+                                        m.rank, c.hash, m.pid, m.host
+                                    ),
+                                ));
+                            }
+                            missing_now.insert(key);
+                            if let Some(pid) = local(&m.host, m.pid) {
+                                set_max(&mut ranks, pid, Sig::NcclRasMissing, 1.0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        drop(sh);
+        events.extend(new_events);
+        self.missing = missing_now;
+        let status = match (ok, errors.first()) {
+            (0, None) => SourceStatus::degraded("waiting for the first NCCL RAS report"),
+            (0, Some(e)) => {
+                SourceStatus::unavailable(format!("{e} (NCCL before 2.24, or NCCL_RAS_ENABLE=0)"))
+            }
+            (n, None) => SourceStatus::ok().with_strategy(format!("{n} RAS ports")),
+            (n, Some(e)) => SourceStatus::degraded(format!("{n} RAS ports answer; {e}")),
+        };
+        (ranks, status)
+    }
+}
+
+/// RAS signals by rank pid.
+pub type PerRank = HashMap<u32, Signals>;
+
+/// Writes the RAS signals into the rank frames.
+pub fn apply(ranks: &mut [RankFrame], per: &PerRank) {
+    for r in ranks {
+        if let Some(s) = per.get(&r.key.pid) {
+            for (sig, v) in s.iter() {
+                r.signals.set(sig, v);
+            }
+        }
+    }
+}
+
+/// Sets a rank signal to the larger of its value and `v` (a rank in
+/// several communicators is as far behind as its worst one).
+fn set_max(ranks: &mut PerRank, pid: u32, sig: Sig, v: f64) {
+    let s = ranks.entry(pid).or_default();
+    let cur = s.get(sig).unwrap_or(f64::MIN);
+    s.set(sig, cur.max(v));
+}
+
+fn poll_loop(shared: Arc<Mutex<Shared>>) {
+    loop {
+        let targets = shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .targets
+            .clone();
+        let mut answers = HashMap::new();
+        for t in targets {
+            let a = ask(&t);
+            answers.insert(t, a);
+        }
+        shared.lock().unwrap_or_else(|e| e.into_inner()).answers = answers;
+        std::thread::sleep(POLL_EVERY);
+    }
+}
+
+/// One query, from the rank's namespace when it is not ours (a helper
+/// thread enters it; setns changes only the calling thread).
+fn ask(t: &Target) -> Answer {
+    let t2 = t.clone();
+    let run = move || -> Answer {
+        if let Some((path, inode)) = &t2.ns {
+            if own_netns() != Some(*inode) {
+                use std::os::fd::AsRawFd;
+                let f = std::fs::File::open(path)
+                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+                // SAFETY: setns on this helper thread only; it ends right after.
+                if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(format!(
+                        "cannot enter the rank's network namespace: {} (needs CAP_SYS_ADMIN)",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+            }
+        }
+        let body = nccl_ras::query(&t2.addr, TIMEOUT, RAS_TIMEOUT_S)?;
+        Ok((nccl_ras::parse(&body)?, local_addresses()))
+    };
+    std::thread::Builder::new()
+        .name("kitty-ras-ask".into())
+        .spawn(run)
+        .map_err(|e| e.to_string())?
+        .join()
+        .unwrap_or_else(|_| Err("the RAS query panicked".into()))
+}
+
+fn own_netns() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// The addresses of this thread's network namespace.
+fn local_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: p walks the list getifaddrs returned; each address is
+        // read as the family it says it is.
+        unsafe {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                match (*a).sa_family as i32 {
+                    libc::AF_INET => {
+                        let s = &*(a as *const libc::sockaddr_in);
+                        out.push(IpAddr::from(u32::from_be(s.sin_addr.s_addr).to_be_bytes()));
+                    }
+                    libc::AF_INET6 => {
+                        let s = &*(a as *const libc::sockaddr_in6);
+                        out.push(IpAddr::from(s.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            p = (*p).ifa_next;
+        }
+    }
+    // SAFETY: the list came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
