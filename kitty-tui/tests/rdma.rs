@@ -376,3 +376,126 @@ fn a_ras_report_of_a_missing_rank_is_an_event_and_a_verdict() {
     assert_eq!(v[0]["rank"], 3);
     assert_eq!(v[0]["severity"], "critical");
 }
+
+/// A rank with PyTorch's Flight Recorder on: it reads its pipe and, for
+/// every request, dumps the documented layout (a pickle, protocol 2 as
+/// torch's pickler writes) to its dump file. `done` is its last completed
+/// collective.
+const FR_RANK: &str = r#"
+# fr-rank: PyTorch's pipe-triggered Flight Recorder dump, as ProcessGroupNCCL does it
+import os, pickle
+rank = int(os.environ["RANK"])
+pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + str(rank) + ".pipe"
+dump = os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + str(rank)
+done = int(os.environ["FR_DONE"])
+os.mkfifo(pipe)
+while True:
+    with open(pipe) as p:
+        p.read()
+    d = {"version": "2.4",
+         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}},
+         "pg_status": {"0": {"last_enqueued_collective": 1205, "last_started_collective": done + 1,
+                             "last_completed_collective": done}},
+         "entries": [{"record_id": s, "pg_id": 0, "process_group": ("0", "default_pg"),
+                      "collective_seq_id": s, "p2p_seq_id": 0, "op_id": s,
+                      "profiling_name": "nccl:all_reduce", "time_created_ns": 1,
+                      "input_sizes": [[1024]], "output_sizes": [[1024]],
+                      "state": "completed" if s <= done else "started",
+                      "duration_ms": 3.5 if s <= done else None,
+                      "is_p2p": False, "retired": s <= done, "timeout_ms": 600000, "frames": []}
+                     for s in range(done - 6, done + 2)]}
+    with open(dump + ".tmp", "wb") as f:
+        f.write(pickle.dumps(d, 2))
+    os.replace(dump + ".tmp", dump)
+"#;
+
+#[test]
+fn flight_recorder_dumps_say_which_rank_is_behind() {
+    let _g = serial();
+    if Command::new("python3").arg("-V").output().is_err() {
+        skip("Flight Recorder: the test ranks are python3 scripts");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut procs = Procs::default();
+    let mark = "fr-job";
+    let pids: Vec<u32> = (0..3u32)
+        .map(|i| {
+            let mut c = Command::new("python3");
+            c.args(["-c", FR_RANK])
+                .env("KITTY_RDMA_TEST", mark)
+                .env("RANK", i.to_string())
+                .env("WORLD_SIZE", "3")
+                .env("JOB_NAME", mark)
+                .env("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", format!("{d}/fr_"))
+                .env("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", format!("{d}/trace_"))
+                .env("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+                .env("FR_DONE", if i == 2 { "1200" } else { "1204" })
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            procs.push(c.spawn().unwrap())
+        })
+        .collect();
+    wait_exec(&pids, "fr-rank");
+    let pipes = (0..3).map(|i| dir.path().join(format!("fr_{i}.pipe")));
+    let ready = wait_until(20, || pipes.clone().all(|p| p.exists()).then_some(()));
+    assert!(ready.is_some(), "the ranks made their pipes");
+    // The sampler finds each rank's pipe and dump under its root.
+    let rec = LiveRecord::start(&[
+        "--no-ebpf",
+        "--no-gpu",
+        "--watch-env",
+        &format!("KITTY_RDMA_TEST={mark}"),
+    ]);
+    let paths = rec
+        .wait_for(20, |fs| {
+            let f = fs.last()?;
+            let p: Vec<_> = f
+                .ranks
+                .iter()
+                .filter_map(|r| r.flight_recorder.clone())
+                .collect();
+            (p.len() == 3).then_some(p)
+        })
+        .expect("three ranks with Flight Recorder paths");
+    drop(rec);
+    assert!(
+        paths[0].pipe.ends_with(&format!("{d}/fr_0.pipe")) && paths[0].pipe.starts_with("/proc/"),
+        "{:?}",
+        paths[0]
+    );
+    // Each dump is asked for through the rank's pipe and read back.
+    let dumps: Vec<_> = paths
+        .iter()
+        .map(|p| kitty_core::sources::flight_recorder::dump(p, Duration::from_secs(10)).unwrap())
+        .collect();
+    assert_eq!(dumps[2].pg_status[0].last_completed, 1200);
+    assert_eq!(dumps[0].entries.last().unwrap().state, "started");
+    let ranked: Vec<_> = (0..3).map(|i| (Some(i as u32), &dumps[i])).collect();
+    assert_eq!(
+        kitty_core::sources::flight_recorder::behind(&ranked),
+        ["rank 2 is behind in process group 0: completed 1200, its peers up to 1204; nccl:all_reduce 1201 started"]
+    );
+    // The same from the TUI: F on a rank of the job.
+    let cmd = format!(
+        "{} --no-ebpf --no-gpu --watch-env KITTY_RDMA_TEST={mark}",
+        kitty_bin().display()
+    );
+    let Some(t) = Tmux::start(&cmd, 160, 45) else {
+        return;
+    };
+    t.wait_for(&|s| s.contains("ranks (3)"), 20);
+    t.keys(&["F"]);
+    let screen = t.wait_for(&|s| s.contains("is behind in process group"), 20);
+    assert!(
+        screen
+            .contains("rank 2 is behind in process group 0: completed 1200, its peers up to 1204"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("flight recorder (F asks again)"),
+        "{screen}"
+    );
+    t.keys(&["q"]);
+}

@@ -283,6 +283,10 @@ pub struct RankFrame {
     /// Its latest collectives as NCCL Inspector reported them (a few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveFrame>,
+    /// Where PyTorch's Flight Recorder takes a dump request and writes the
+    /// dump, as kitty reaches them (its environment names a pipe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight_recorder: Option<FlightRecorderPaths>,
     /// Where its node's `kitty-tui serve` answers (`host:port`, the scrape
     /// target), for the cluster view's drill-down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +320,13 @@ pub struct RankFrame {
     /// The rank's cgroup CPU limit and use, when it was throttled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_cpu: Option<CgroupCpu>,
+}
+
+/// A rank's Flight Recorder pipe and dump file (host paths).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FlightRecorderPaths {
+    pub pipe: Text,
+    pub dump: Text,
 }
 
 /// One collective of one rank, from NCCL Inspector.

@@ -140,12 +140,23 @@ impl Sampler {
         self.collectives.read(&self.cfg.roots, &samples, mono);
         self.ras.targets(&self.cfg.roots, &samples);
         let (ras_signals, ras_status) = self.ras.judge(&samples, wall, &mut events);
+        let recorders: std::collections::HashMap<u32, _> = samples
+            .iter()
+            .filter_map(|(w, _)| {
+                let dir = self.cfg.roots.pid_dir(w.key.pid);
+                crate::sources::flight_recorder::paths(&w.nccl, w.labels.rank, &dir)
+                    .map(|p| (w.key.pid, p))
+            })
+            .collect();
         let mut ranks = self
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
         nics::join(&mut nics, &mut ranks, &nic_map);
         self.collectives.apply(&mut ranks, mono);
         ras::apply(&mut ranks, &ras_signals);
+        for r in &mut ranks {
+            r.flight_recorder = recorders.get(&r.key.pid).cloned();
+        }
 
         let mut host = host::build_host(
             &crate::sources::host::read_host(&self.cfg.roots),

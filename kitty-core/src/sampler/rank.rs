@@ -126,6 +126,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         nic_numa: w.nic_numa.clone(),
         nics: Vec::new(),
         collectives: Vec::new(),
+        flight_recorder: None,
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod discovery;
+pub mod flight_recorder;
 pub mod host;
 pub mod labels;
 pub mod nccl_env;

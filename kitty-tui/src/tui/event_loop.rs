@@ -5,6 +5,7 @@
 
 use super::app::{App, Request};
 use super::driller::Driller;
+use super::dumper::Dumper;
 use super::profiler::{self, Profiler};
 use super::views;
 use crossterm::event::{Event as TermEvent, KeyEventKind};
@@ -74,6 +75,7 @@ fn serve_requests<B: ratatui::backend::Backend>(
     term: &mut ratatui::Terminal<B>,
     profiler: &mut Profiler,
     driller: &mut Driller,
+    dumper: &mut Dumper,
 ) -> std::io::Result<()> {
     for r in app.take_requests() {
         match r {
@@ -97,6 +99,7 @@ fn serve_requests<B: ratatui::backend::Backend>(
                 job,
                 rank,
             } => driller.start(key, endpoint, job, rank),
+            Request::FlightRecorder(targets) => dumper.start(targets),
         }
     }
     Ok(())
@@ -112,6 +115,7 @@ pub fn run<B: ratatui::backend::Backend>(
     let mut shown_at = Instant::now();
     let mut profiler = Profiler::default();
     let mut driller = Driller::default();
+    let mut dumper = Dumper::default();
     loop {
         if dirty {
             term.draw(|f| views::draw(f, app))?;
@@ -125,7 +129,7 @@ pub fn run<B: ratatui::backend::Backend>(
             .replay()
             .and_then(|r| r.next_due())
             .map(|d| shown_at + d);
-        let profile_tick = (profiler.running() || driller.running())
+        let profile_tick = (profiler.running() || driller.running() || dumper.running())
             .then(|| Instant::now() + Duration::from_millis(200));
         let wake = match (replay_due, profile_tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -150,6 +154,10 @@ pub fn run<B: ratatui::backend::Backend>(
         }
         if let Some((key, r)) = driller.poll() {
             app.drill_finished(key, r);
+            dirty = true;
+        }
+        if let Some(answers) = dumper.poll() {
+            app.dumps_finished(answers);
             dirty = true;
         }
         match msg {
@@ -183,6 +191,6 @@ pub fn run<B: ratatui::backend::Backend>(
             }
             Some(Msg::Signal) => return Ok(0),
         }
-        serve_requests(app, term, &mut profiler, &mut driller)?;
+        serve_requests(app, term, &mut profiler, &mut driller, &mut dumper)?;
     }
 }

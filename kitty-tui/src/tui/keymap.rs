@@ -31,6 +31,7 @@ pub enum Action {
     Faster,
     Slower,
     Profile,
+    FlightRecorder,
     Redraw,
 }
 
@@ -102,6 +103,12 @@ pub const ACTIONS: &[(Action, &str, &[&str], &str)] = &[
         "profile",
         &["p"],
         "on- and off-CPU profile of the selected rank (5 s), then its flame graphs",
+    ),
+    (
+        Action::FlightRecorder,
+        "flight_recorder",
+        &["F"],
+        "Flight Recorder dumps of the selected rank's job (PyTorch), and who is behind",
     ),
     (Action::Faster, "faster", &[">", "+"], "replay faster"),
     (Action::Slower, "slower", &["<", "-"], "replay slower"),

@@ -10,6 +10,7 @@
 
 pub mod app;
 mod driller;
+mod dumper;
 mod event_loop;
 pub mod keymap;
 pub mod profiler;

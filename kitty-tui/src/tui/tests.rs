@@ -858,3 +858,65 @@ fn a_node_without_rdma_says_why_in_the_nics_view() {
     let text = render(&app, 100, 20);
     assert!(text.contains("No RDMA ports."), "{text}");
 }
+
+#[test]
+fn f_asks_the_jobs_flight_recorders_and_the_view_says_who_is_behind() {
+    use super::app::dumps::DumpTarget;
+    use kitty_core::sources::flight_recorder::{Dump, Entry, PgStatus};
+    let with_paths = |t: u64| {
+        let mut f = frame(t, false, 3);
+        for r in &mut f.ranks {
+            let i = r.labels.rank.unwrap();
+            r.flight_recorder = Some(FlightRecorderPaths {
+                pipe: format!("/proc/{}/root/tmp/fr_{i}.pipe", r.key.pid).into(),
+                dump: format!("/proc/{}/root/tmp/nccl_trace_rank_{i}", r.key.pid).into(),
+            });
+        }
+        f
+    };
+    let mut app = app_with((0..4).map(with_paths));
+    app.on_key(crossterm::event::KeyEvent::from(
+        crossterm::event::KeyCode::Char('F'),
+    ));
+    let reqs = app.take_requests();
+    let Some(super::app::Request::FlightRecorder(targets)) = reqs.first() else {
+        panic!("F asks for dumps: {reqs:?}");
+    };
+    assert_eq!(targets.len(), 3, "every rank of the job");
+    assert!(render(&app, 120, 30).contains("asking 3 ranks' Flight Recorders"));
+    let dump = |done: i64| Dump {
+        version: "2.4".into(),
+        pg_status: vec![PgStatus {
+            pg: "0".into(),
+            last_enqueued: 1205,
+            last_started: done + 1,
+            last_completed: done,
+        }],
+        entries: vec![Entry {
+            pg: "0".into(),
+            seq: done as u64 + 1,
+            op: "nccl:all_reduce".into(),
+            state: "started".into(),
+            duration_ms: None,
+        }],
+    };
+    let answers: Vec<(DumpTarget, Result<Dump, String>)> = targets
+        .iter()
+        .map(|t| {
+            let r = match t.rank {
+                Some(2) => Ok(dump(1200)),
+                Some(1) => Err("nothing reads /tmp/fr_1.pipe (Flight Recorder off: TORCH_NCCL_TRACE_BUFFER_SIZE unset?)".into()),
+                _ => Ok(dump(1204)),
+            };
+            (t.clone(), r)
+        })
+        .collect();
+    app.dumps_finished(answers);
+    let text = render(&app, 120, 30);
+    assert!(
+        text.contains("rank 2 is behind in process group 0: completed 1200, its peers up to 1204"),
+        "{text}"
+    );
+    assert!(text.contains("rank 1: nothing reads"), "{text}");
+    insta::assert_snapshot!("flight_recorder", text);
+}

@@ -11,6 +11,7 @@ impl App {
             (Some("events" | "ev"), _) => self.nav.view = View::Events,
             (Some("gpus" | "gpu"), _) => self.nav.view = View::Gpus,
             (Some("nics" | "nic" | "rdma"), _) => self.nav.view = View::Nics,
+            (Some("fr" | "flight"), _) => self.nav.view = View::FlightRecorder,
             (Some("flows" | "talkers" | "net"), _) => self.nav.view = View::Flows,
             (Some("flame" | "profile"), _) => self.nav.view = View::Flame,
             (Some("help" | "h"), _) => self.nav.view = View::Help,

@@ -70,6 +70,7 @@ impl App {
             Action::Faster => self.speed(2.0),
             Action::Slower => self.speed(0.5),
             Action::Profile => self.ask_profile(),
+            Action::FlightRecorder => self.ask_dumps(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! [`Request`]s, the views only read this state.
 
 mod command;
+pub mod dumps;
 pub mod flame;
 mod keys;
 mod replay;
@@ -29,6 +30,8 @@ pub enum View {
     Gpus,
     /// The RDMA ports.
     Nics,
+    /// The last Flight Recorder dumps.
+    FlightRecorder,
     Flows,
     Flame,
 }
@@ -67,6 +70,8 @@ pub enum Request {
     WriteProfile,
     /// Clear and redraw the whole screen (Ctrl-L).
     Redraw,
+    /// Ask these ranks' Flight Recorders for a dump.
+    FlightRecorder(Vec<dumps::DumpTarget>),
     /// Ask a cluster rank's node (its `serve`) for what the series lack.
     Drill {
         key: ProcKey,
@@ -158,6 +163,8 @@ pub struct App {
     requests: Vec<Request>,
     /// The last drill-down, for the rank it was asked for.
     drill: Option<(ProcKey, Drill)>,
+    /// The last Flight Recorder dumps.
+    dumps: dumps::Dumps,
     /// Where the last draw put things the mouse can click.
     pub layout: Layout,
     message: Option<String>,
@@ -198,6 +205,7 @@ impl App {
             profiling: Profiling::default(),
             requests: Vec::new(),
             drill: None,
+            dumps: Default::default(),
             layout: Layout::default(),
             message: None,
             recording: None,

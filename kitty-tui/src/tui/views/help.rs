@@ -21,7 +21,7 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     lines.push(Line::raw(""));
     lines.push(Line::styled("Commands (:)", th.title()));
     lines.push(Line::raw(format!(
-        "  :ranks  :events  :gpus  :nics  :flows  :flame  :help  :q   :sort {}",
+        "  :ranks  :events  :gpus  :nics  :fr  :flows  :flame  :help  :q   :sort {}",
         sorts.join("|")
     )));
     lines.push(Line::raw(

@@ -4,6 +4,7 @@
 //! `kitty_core::model::format` and colours through the theme.
 
 mod detail;
+mod dumps;
 mod events;
 mod findings;
 mod flame;
@@ -63,6 +64,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Events => events::draw(f, body, &cx, true),
         View::Gpus => gpus::draw_detail(f, body, &cx),
         View::Nics => nics::draw_detail(f, body, &cx),
+        View::FlightRecorder => dumps::draw(f, body, &cx),
         View::Flows => flows::draw(f, body, &cx),
         View::Flame => flame::draw(f, body, &cx),
     }
