@@ -199,8 +199,12 @@ pub fn rdma_check(roots: &Roots) -> Check {
                 })
                 .collect();
             let uverbs = crate::sources::rdma::uverbs_devices(sys).len();
+            let qps = match crate::sources::rdma::netlink::qp_owners() {
+                Ok(q) => format!("{} owned QPs over RDMA netlink (ranks map to the ports of their QPs)", q.len()),
+                Err(e) => e,
+            };
             Ok(format!(
-                "{}; {uverbs} uverbs devices (ranks map to ports by their open uverbs fds, else NCCL_IB_HCA); pause counters from {}",
+                "{}; {qps}; {uverbs} uverbs devices (else ranks map by their open uverbs fds, then NCCL_IB_HCA); pause counters from {}",
                 list.join(", "),
                 if pause_ok.is_empty() {
                     "no netdev (ethtool -S has none here)".to_string()

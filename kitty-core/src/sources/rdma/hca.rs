@@ -52,13 +52,26 @@ impl HcaFilter {
     }
 }
 
-/// The ports (`dev/port` ids) a rank uses, from the devices its uverbs fds
-/// name and its NCCL settings; `ports` are every (device, port) of the node.
+/// The ports (`dev/port` ids) a rank uses: those of the queue pairs it
+/// owns (RDMA netlink) when the kernel says; else from the devices its
+/// uverbs fds name and its NCCL settings. `ports` are every (device, port)
+/// of the node.
 pub fn rank_ports(
     ports: &[(String, u32)],
+    qps: &[(String, Option<u32>)],
     uverbs_devices: &[String],
     nccl: &[(String, String)],
 ) -> Vec<String> {
+    if !qps.is_empty() {
+        return ports
+            .iter()
+            .filter(|(d, p)| {
+                qps.iter()
+                    .any(|(qd, qp)| qd == d && qp.is_none_or(|q| q == *p))
+            })
+            .map(|(d, p)| format!("{d}/{p}"))
+            .collect();
+    }
     let env = |k: &str| {
         nccl.iter()
             .find(|(key, _)| key == k)
@@ -98,12 +111,12 @@ mod tests {
     #[test]
     fn nccl_ib_hca_prefix_exact_exclude_and_port() {
         assert_eq!(
-            rank_ports(&ports(), &[], &env("mlx5_1:1")),
+            rank_ports(&ports(), &[], &[], &env("mlx5_1:1")),
             vec!["mlx5_1/1", "mlx5_10/1"],
             "a prefix matches mlx5_10 too, as in NCCL"
         );
         assert_eq!(
-            rank_ports(&ports(), &[], &env("=mlx5_1:1")),
+            rank_ports(&ports(), &[], &[], &env("=mlx5_1:1")),
             vec!["mlx5_1/1"]
         );
         let f = HcaFilter::parse("^=mlx5_0,mlx5_1");
@@ -115,23 +128,35 @@ mod tests {
     fn opened_devices_win_and_the_env_narrows_them() {
         let opened = vec!["mlx5_2".to_string()];
         assert_eq!(
-            rank_ports(&ports(), &opened, &[]),
+            rank_ports(&ports(), &[], &opened, &[]),
             vec!["mlx5_2/1", "mlx5_2/2"]
         );
         assert_eq!(
-            rank_ports(&ports(), &opened, &env("mlx5_2:2")),
+            rank_ports(&ports(), &[], &opened, &env("mlx5_2:2")),
             vec!["mlx5_2/2"]
         );
     }
 
     #[test]
+    fn owned_queue_pairs_say_it_first() {
+        let qps = vec![
+            ("mlx5_2".to_string(), Some(2)),
+            ("mlx5_0".to_string(), None),
+        ];
+        assert_eq!(
+            rank_ports(&ports(), &qps, &["mlx5_1".into()], &env("mlx5_1")),
+            vec!["mlx5_0/1", "mlx5_0/2", "mlx5_2/2"]
+        );
+    }
+
+    #[test]
     fn unknown_or_socket_transport_maps_no_port() {
-        assert!(rank_ports(&ports(), &[], &[]).is_empty());
-        assert!(rank_ports(&ports(), &[], &env("^mlx5_0")).is_empty());
+        assert!(rank_ports(&ports(), &[], &[], &[]).is_empty());
+        assert!(rank_ports(&ports(), &[], &[], &env("^mlx5_0")).is_empty());
         let sock = vec![
             ("NCCL_NET".to_string(), "Socket".to_string()),
             ("NCCL_IB_HCA".to_string(), "mlx5_0".to_string()),
         ];
-        assert!(rank_ports(&ports(), &["mlx5_0".into()], &sock).is_empty());
+        assert!(rank_ports(&ports(), &[], &["mlx5_0".into()], &sock).is_empty());
     }
 }

@@ -5,10 +5,12 @@
 //! and which uverbs character device belongs to which device
 //! (`class/infiniband_verbs/uverbs<N>/ibdev`). A counter a device lacks is
 //! absent, never zero. RoCE pause counters come from the port's netdev
-//! (`ethtool`), see [`ethtool`].
+//! (`ethtool`), see [`ethtool`]; which process owns which queue pair from
+//! RDMA netlink, see [`netlink`].
 
 pub mod ethtool;
 pub mod hca;
+pub mod netlink;
 pub mod standin;
 
 use std::collections::BTreeMap;
