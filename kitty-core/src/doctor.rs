@@ -290,6 +290,42 @@ mod tests {
     }
 
     #[test]
+    fn rdma_and_nccl_checks_say_what_they_see_or_why_not() {
+        use crate::sources::rdma::standin::{Kind, Tree};
+        let d = tempfile::tempdir().unwrap();
+        let roots = Roots::default().with_sys(d.path());
+        let c = rdma_check(&roots);
+        assert_eq!(c.status, CheckStatus::Warn);
+        assert!(c.detail.contains("no RDMA devices"), "{}", c.detail);
+        Tree::new(d.path())
+            .add_device("mlx5_0", Kind::Mlx5Ib, 1, "200 Gb/sec (4X HDR)", 0)
+            .unwrap();
+        let c = rdma_check(&roots);
+        assert_eq!(c.status, CheckStatus::Ok);
+        assert!(
+            c.detail
+                .contains("mlx5_0/1 ACTIVE 200 Gb/s (InfiniBand, 21 counters)"),
+            "{}",
+            c.detail
+        );
+        let rule = crate::sources::discovery::WatchRule {
+            key: "KITTY_DOCTOR_TEST_NOBODY".into(),
+            value: "1".into(),
+            pids: vec![],
+        };
+        let n = nccl_checks(&Roots::default(), &rule);
+        let names: Vec<&str> = n.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["nccl.inspector", "nccl.ras"]);
+        assert_eq!(n[0].status, CheckStatus::Warn);
+        assert!(
+            n[0].detail.contains("none enables NCCL Inspector"),
+            "{}",
+            n[0].detail
+        );
+        assert!(n[1].detail.contains("localhost:28028"), "{}", n[1].detail);
+    }
+
+    #[test]
     fn missing_proc_root_fails() {
         let c = run(&Roots::new("/nonexistent/proc"));
         assert_eq!(c[0].status, CheckStatus::Fail);
