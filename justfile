@@ -23,6 +23,7 @@ test:
 # Benchmarks: sampler tick and TUI draw, then record's whole-process CPU
 bench:
     cargo bench -p kitty-core --bench tick
+    cargo bench -p kitty-core --bench seek
     cargo bench -p kitty-tui --bench draw
     scripts/record-cpu.sh 60
 

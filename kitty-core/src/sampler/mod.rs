@@ -1,7 +1,8 @@
 //! The sampler: reads every procfs / sock_diag source once per tick and
 //! turns two consecutive raw samples into a [`Frame`] with rates. One tick
 //! is a sequence of phases, each in its own module: the watch list
-//! (discovery), the processes, their sockets per network namespace, the rank
+//! (discovery), the processes, their sockets per network namespace, the
+//! communication phase (RDMA ports, NCCL Inspector, NCCL RAS), the rank
 //! frames, the host, and the sources' status.
 
 pub mod cluster;
@@ -74,6 +75,33 @@ impl WatchHints {
     }
 }
 
+/// What the communication phase learnt before the rank frames exist.
+struct CommPhase {
+    nics: Vec<crate::model::NicFrame>,
+    nic_map: std::collections::HashMap<u32, Vec<String>>,
+    ras_signals: ras::PerRank,
+    recorders: std::collections::HashMap<u32, crate::model::FlightRecorderPaths>,
+    statuses: Vec<(Source, SourceStatus)>,
+}
+
+impl CommPhase {
+    /// Writes it into the rank frames; returns the ports and the statuses.
+    fn apply(
+        mut self,
+        ranks: &mut [crate::model::RankFrame],
+        collectives: &collectives::Collectives,
+        mono: u64,
+    ) -> (Vec<crate::model::NicFrame>, Vec<(Source, SourceStatus)>) {
+        nics::join(&mut self.nics, ranks, &self.nic_map);
+        collectives.apply(ranks, mono);
+        ras::apply(ranks, &self.ras_signals);
+        for r in ranks.iter_mut() {
+            r.flight_recorder = self.recorders.remove(&r.key.pid);
+        }
+        (self.nics, self.statuses)
+    }
+}
+
 pub struct Sampler {
     cfg: SamplerConfig,
     watch: watch::WatchList,
@@ -135,28 +163,11 @@ impl Sampler {
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
-        let mut nics = self.nics.read(&self.cfg.roots.sys, mono, wall, &mut events);
-        let nic_map = self.nics.rank_ports(&nics, &samples);
-        self.collectives.read(&self.cfg.roots, &samples, mono);
-        self.ras.targets(&self.cfg.roots, &samples);
-        let (ras_signals, ras_status) = self.ras.judge(&samples, wall, &mut events);
-        let recorders: std::collections::HashMap<u32, _> = samples
-            .iter()
-            .filter_map(|(w, _)| {
-                let dir = self.cfg.roots.pid_dir(w.key.pid);
-                crate::sources::flight_recorder::paths(&w.nccl, w.labels.rank, &dir)
-                    .map(|p| (w.key.pid, p))
-            })
-            .collect();
+        let comm = self.comm_phase(&samples, mono, wall, &mut events);
         let mut ranks = self
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
-        nics::join(&mut nics, &mut ranks, &nic_map);
-        self.collectives.apply(&mut ranks, mono);
-        ras::apply(&mut ranks, &ras_signals);
-        for r in &mut ranks {
-            r.flight_recorder = recorders.get(&r.key.pid).cloned();
-        }
+        let (nics, comm_sources) = comm.apply(&mut ranks, &self.collectives, mono);
 
         let mut host = host::build_host(
             &crate::sources::host::read_host(&self.cfg.roots),
@@ -171,16 +182,7 @@ impl Sampler {
                 host.busy = busy;
             }
         }
-        let mut sources = self.sources(wall, &mut events);
-        for (src, st) in [
-            (Source::Rdma, self.nics.status()),
-            (Source::NcclInspector, self.collectives.status()),
-            (Source::NcclRas, Some(ras_status)),
-        ] {
-            if let Some(st) = st {
-                sources.insert(src, st);
-            }
-        }
+        let sources = self.sources(wall, comm_sources, &mut events);
         self.prev_mono = Some(mono);
         let frame = Frame {
             version: crate::model::FRAME_VERSION,
@@ -201,8 +203,52 @@ impl Sampler {
         frame
     }
 
-    /// procfs and sock_diag status, with an event when one is lost or back.
-    fn sources(&mut self, wall: u64, events: &mut Vec<Event>) -> Sources {
+    /// The communication phase (RDMA ports, NCCL Inspector, NCCL RAS,
+    /// Flight Recorder paths): read from the samples, applied to the rank
+    /// frames once they exist.
+    fn comm_phase(
+        &mut self,
+        samples: &[procs::Sample],
+        mono: u64,
+        wall: u64,
+        events: &mut Vec<Event>,
+    ) -> CommPhase {
+        let nics = self.nics.read(&self.cfg.roots.sys, mono, wall, events);
+        let nic_map = self.nics.rank_ports(&nics, samples);
+        self.collectives.read(&self.cfg.roots, samples, mono);
+        self.ras.targets(&self.cfg.roots, samples);
+        let (ras_signals, ras_status) = self.ras.judge(samples, wall, events);
+        let recorders = samples
+            .iter()
+            .filter_map(|(w, _)| {
+                let dir = self.cfg.roots.pid_dir(w.key.pid);
+                crate::sources::flight_recorder::paths(&w.nccl, w.labels.rank, &dir)
+                    .map(|p| (w.key.pid, p))
+            })
+            .collect();
+        let mut statuses = vec![(Source::NcclRas, ras_status)];
+        statuses.extend(self.nics.status().map(|s| (Source::Rdma, s)));
+        statuses.extend(
+            self.collectives
+                .status()
+                .map(|s| (Source::NcclInspector, s)),
+        );
+        CommPhase {
+            nics,
+            nic_map,
+            ras_signals,
+            recorders,
+            statuses,
+        }
+    }
+
+    /// Every source's status, with an event when one is lost or back.
+    fn sources(
+        &mut self,
+        wall: u64,
+        others: Vec<(Source, SourceStatus)>,
+        events: &mut Vec<Event>,
+    ) -> Sources {
         let mut sources = Sources::default();
         sources.insert(
             Source::Procfs,
@@ -217,6 +263,9 @@ impl Sampler {
             },
         );
         sources.insert(Source::SockDiag, self.sockets.status());
+        for (src, st) in others {
+            sources.insert(src, st);
+        }
         for (name, st) in sources.iter() {
             match self.prev_sources.get(name) {
                 Some(p) if p.is_ok() && !st.is_ok() => events.push(Event::new(
