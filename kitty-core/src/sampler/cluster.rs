@@ -45,6 +45,10 @@ const RATES: &[Sig] = &[
     Sig::OutSegsPerS,
     Sig::BytesSentPerS,
     Sig::BytesRecvPerS,
+    // RDMA congestion across nodes (the NCCL and port-health signals are
+    // gauges: they come with the rank gauges).
+    Sig::RdmaXmitWaitPerS,
+    Sig::RdmaCnpPerS,
 ];
 
 /// Histogram quantiles: (family, quantile, signal). Taken by Prometheus
