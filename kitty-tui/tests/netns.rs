@@ -143,8 +143,11 @@ fn shared_netns_ranks_get_their_own_numbers() {
         srtt.0 > 5_000.0 && srtt.0 > 10.0 * srtt.1,
         "smoothed RTT: {srtt:?}"
     );
+    // 4 mbit/s is 0.5 MB/s; a tick's acked bytes can run ahead of it while
+    // the queue built before the throttle drains: judged against the free
+    // path, not to the byte.
     assert!(
-        sent.0 < 1e6 && sent.1 > 5e6,
+        sent.0 < 2e6 && sent.1 > 5e6 && sent.0 * 4.0 < sent.1,
         "throughput collapses only on the throttled path: {sent:?}"
     );
     // The short tbf queue drops: only the throttled rank retransmits.
