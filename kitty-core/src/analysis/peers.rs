@@ -2,19 +2,7 @@
 //! ranks, and the outlier test every rule uses.
 
 use super::rules::{Kind, Rule};
-
-pub fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use crate::model::stats::median;
 
 /// (median, MAD) of the values other than `me`'s.
 pub fn peer_stats(values: &[(usize, f64)], me: usize) -> Option<(f64, f64)> {

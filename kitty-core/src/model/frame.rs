@@ -108,6 +108,14 @@ named_enum! {
     }
 }
 
+impl Source {
+    /// Sources most nodes lack (no RDMA device, no NCCL Inspector, no RAS):
+    /// their absence is the normal case, not a problem to show.
+    pub fn usually_absent(self) -> bool {
+        matches!(self, Source::Rdma | Source::NcclInspector | Source::NcclRas)
+    }
+}
+
 /// Each source's state in this frame.
 pub type Sources = NamedMap<Source, SourceStatus>;
 

@@ -9,6 +9,7 @@ pub mod named;
 pub mod rates;
 pub mod signal;
 pub mod signals;
+pub mod stats;
 pub mod text;
 pub mod time;
 

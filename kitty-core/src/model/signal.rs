@@ -252,6 +252,13 @@ impl Sig {
         self.info().unit
     }
 
+    /// Rank signals that come from the rank's RDMA ports (the catalog's
+    /// signals of both scopes): summed over its ports, their verdicts light
+    /// the NIC cell.
+    pub fn from_rdma_ports() -> impl Iterator<Item = Sig> {
+        Sig::in_scope(scope::NIC).filter(|s| s.info().scopes & scope::RANK != 0)
+    }
+
     /// The signals that live in one scope, in catalog order.
     pub fn in_scope(scope: u8) -> impl Iterator<Item = Sig> {
         CATALOG

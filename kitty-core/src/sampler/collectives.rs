@@ -7,9 +7,10 @@
 //! (median lateness, exec time, bus bandwidth) over the last seconds.
 
 use super::procs::Sample;
+use crate::model::stats::median;
 use crate::model::{CollectiveFrame, RankFrame, Sig, SourceStatus, Text};
-use crate::sources::nccl_inspector::{dump_dir, host_path, Record, Tailer};
-use crate::sources::Roots;
+use crate::sources::nccl_inspector::{dump_dir, Record, Tailer};
+use crate::sources::{in_process_fs, Roots};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,7 +47,7 @@ impl Collectives {
                 }
                 Some(Ok(d)) => {
                     enabled += 1;
-                    let path = host_path(&roots.pid_dir(w.key.pid), &d);
+                    let path = in_process_fs(&roots.pid_dir(w.key.pid), &d);
                     dirs.entry(path).or_default().push((w.key.pid, s.own_pid));
                 }
             }
@@ -111,13 +112,13 @@ impl Collectives {
             }
         }
         let late_of = |pid: u32, r: &Record| -> Option<f64> {
-            let peers: Vec<f64> = by_coll
+            let mut peers: Vec<f64> = by_coll
                 .get(&(r.comm.as_str(), r.seq))?
                 .iter()
                 .filter(|(p, _)| *p != pid)
                 .map(|(_, e)| *e as f64)
                 .collect();
-            (!peers.is_empty()).then(|| (median(peers) - r.exec_us as f64).max(0.0))
+            median(&mut peers).map(|m| (m - r.exec_us as f64).max(0.0))
         };
         for rank in ranks.iter_mut() {
             let Some(q) = self.recent.get(&rank.key.pid) else {
@@ -128,19 +129,19 @@ impl Collectives {
                 .filter(|(t, _)| mono.saturating_sub(*t) <= WINDOW.as_nanos() as u64)
                 .map(|(_, r)| r)
                 .collect();
-            let late: Vec<f64> = window
+            let mut late: Vec<f64> = window
                 .iter()
                 .filter_map(|r| late_of(rank.key.pid, r))
                 .collect();
-            if !late.is_empty() {
-                rank.signals.set(Sig::NcclLateMs, median(late) / 1000.0);
-            }
-            if !window.is_empty() {
-                let exec = window.iter().map(|r| r.exec_us as f64).collect();
-                rank.signals.set(Sig::NcclExecMs, median(exec) / 1000.0);
-                let bw = window.iter().map(|r| r.busbw_gbs * 1e9).collect();
-                rank.signals.set(Sig::NcclBusbwBytesPerS, median(bw));
-            }
+            let mut exec: Vec<f64> = window.iter().map(|r| r.exec_us as f64).collect();
+            let mut bw: Vec<f64> = window.iter().map(|r| r.busbw_gbs * 1e9).collect();
+            let ms = |us: f64| us / 1000.0;
+            rank.signals
+                .set_opt(Sig::NcclLateMs, median(&mut late).map(ms));
+            rank.signals
+                .set_opt(Sig::NcclExecMs, median(&mut exec).map(ms));
+            rank.signals
+                .set_opt(Sig::NcclBusbwBytesPerS, median(&mut bw));
             rank.collectives = q
                 .iter()
                 .rev()
@@ -156,17 +157,5 @@ impl Collectives {
                 })
                 .collect();
         }
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }

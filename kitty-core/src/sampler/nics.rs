@@ -82,19 +82,6 @@ const SUMS: &[Sum] = &[
     ),
 ];
 
-/// Rank signals summed over the rank's ports.
-const RANK_SUMS: &[Sig] = &[
-    Sig::RdmaXmitWaitPerS,
-    Sig::RdmaCnpPerS,
-    Sig::RdmaEcnMarkedPerS,
-    Sig::RdmaPausePerS,
-    Sig::RdmaRetransPerS,
-    Sig::RdmaErrorsPerS,
-    Sig::RdmaOutOfBufferPerS,
-    Sig::RdmaTxBytesPerS,
-    Sig::RdmaRxBytesPerS,
-];
-
 struct PortPrev {
     mono: u64,
     counters: BTreeMap<String, u64>,
@@ -103,6 +90,7 @@ struct PortPrev {
 /// Each owner pid's (device, port) pairs.
 type QpsByPid = HashMap<u32, Vec<(String, Option<u32>)>>;
 
+#[derive(Default)]
 pub struct Nics {
     prev: HashMap<String, PortPrev>,
     /// (mono, times the link went down) per port, over the flap window.
@@ -111,23 +99,11 @@ pub struct Nics {
     problems: HashMap<String, String>,
     uverbs: BTreeMap<u32, String>,
     uverbs_ns: Option<u64>,
-    /// Queue pairs by owner pid (RDMA netlink), or why the kernel gives none.
-    qps: Result<QpsByPid, String>,
+    /// Queue pairs by owner pid (RDMA netlink), and why the kernel gave
+    /// none when it could not.
+    qps: QpsByPid,
+    qps_error: Option<String>,
     status: Option<SourceStatus>,
-}
-
-impl Default for Nics {
-    fn default() -> Self {
-        Nics {
-            prev: HashMap::new(),
-            downs: HashMap::new(),
-            problems: HashMap::new(),
-            uverbs: BTreeMap::new(),
-            uverbs_ns: None,
-            qps: Ok(HashMap::new()),
-            status: None,
-        }
-    }
 }
 
 impl Nics {
@@ -156,10 +132,10 @@ impl Nics {
             self.prev.clear();
             return Vec::new();
         };
-        let owners = match &self.qps {
-            Ok(q) if q.is_empty() => String::new(),
-            Ok(q) => format!("; QP owners over RDMA netlink ({} processes)", q.len()),
-            Err(_) => "; no RDMA netlink: ranks by uverbs fds and NCCL_IB_HCA".into(),
+        let owners = match (&self.qps_error, self.qps.len()) {
+            (Some(_), _) => "; no RDMA netlink: ranks by uverbs fds and NCCL_IB_HCA".into(),
+            (None, 0) => String::new(),
+            (None, n) => format!("; QP owners over RDMA netlink ({n} processes)"),
         };
         let has_ports = !ports.is_empty();
         self.status = Some(if ports.is_empty() {
@@ -227,16 +203,19 @@ impl Nics {
             // The kernel's own account of who owns which queue pair, on a
             // node that has ports (a cheap dump, as often as the uverbs map).
             if has_ports {
-                self.qps = rdma::netlink::qp_owners().map(|owners| {
-                    let mut by_pid = QpsByPid::new();
-                    for o in owners {
-                        let e = by_pid.entry(o.pid).or_default();
-                        if !e.contains(&(o.device.clone(), o.port)) {
-                            e.push((o.device, o.port));
+                self.qps.clear();
+                self.qps_error = None;
+                match rdma::netlink::qp_owners() {
+                    Ok(owners) => {
+                        for o in owners {
+                            let e = self.qps.entry(o.pid).or_default();
+                            if !e.contains(&(o.device.clone(), o.port)) {
+                                e.push((o.device, o.port));
+                            }
                         }
                     }
-                    by_pid
-                });
+                    Err(e) => self.qps_error = Some(e),
+                }
             }
         }
         frames
@@ -260,13 +239,7 @@ impl Nics {
                     .iter()
                     .filter_map(|n| self.uverbs.get(n).cloned())
                     .collect();
-                let qps = self
-                    .qps
-                    .as_ref()
-                    .ok()
-                    .and_then(|q| q.get(&w.key.pid))
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]);
+                let qps = self.qps.get(&w.key.pid).map_or(&[][..], Vec::as_slice);
                 (w.key.pid, hca::rank_ports(&all, qps, &opened, &w.nccl))
             })
             .collect()
@@ -413,17 +386,19 @@ pub fn join(nics: &mut [NicFrame], ranks: &mut [RankFrame], map: &HashMap<u32, V
         };
         r.nics = ids.iter().map(|i| Text::new(i)).collect();
         let mine: Vec<&mut NicFrame> = nics.iter_mut().filter(|n| ids.contains(&n.id())).collect();
-        for &sig in RANK_SUMS {
+        // Rates add up over the rank's ports; a flag is the worst port's.
+        for sig in Sig::from_rdma_ports() {
             let vals: Vec<f64> = mine.iter().filter_map(|n| n.signals.get(sig)).collect();
-            if !vals.is_empty() {
-                r.signals.set(sig, vals.iter().sum());
+            if vals.is_empty() {
+                continue;
             }
+            let v = if sig.unit() == crate::model::Unit::Flag {
+                vals.iter().copied().fold(0.0, f64::max)
+            } else {
+                vals.iter().sum()
+            };
+            r.signals.set(sig, v);
         }
-        let degraded = mine
-            .iter()
-            .filter_map(|n| n.signals.get(Sig::RdmaPortDegraded))
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        r.signals.set_opt(Sig::RdmaPortDegraded, degraded);
         for n in mine {
             n.pids.push(r.key.pid);
         }

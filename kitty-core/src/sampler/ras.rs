@@ -9,6 +9,7 @@
 use super::procs::Sample;
 use crate::model::{Event, EventKind, RankFrame, Sig, Signals, SourceStatus};
 use crate::sources::nccl_ras::{self, Report, DEFAULT_ADDR};
+use crate::sources::process::in_netns_of;
 use crate::sources::Roots;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -26,7 +27,7 @@ const RAS_TIMEOUT_S: u32 = 5;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Target {
     addr: String,
-    /// The rank's network namespace (`/proc/<pid>/ns/net`) and its inode.
+    /// The rank's process directory and its network namespace's inode.
     ns: Option<(PathBuf, u64)>,
 }
 
@@ -61,9 +62,7 @@ impl Ras {
                     .map(|(_, v)| v.trim().to_string())
                     .filter(|v| !v.is_empty())
                     .unwrap_or_else(|| DEFAULT_ADDR.to_string());
-                let ns = w
-                    .netns
-                    .map(|i| (roots.pid_dir(w.key.pid).join("ns/net"), i));
+                let ns = w.netns.map(|i| (roots.pid_dir(w.key.pid), i));
                 Target { addr, ns }
             })
             .collect();
@@ -214,41 +213,17 @@ fn poll_loop(shared: Arc<Mutex<Shared>>) {
     }
 }
 
-/// One query, from the rank's namespace when it is not ours (a helper
-/// thread enters it; setns changes only the calling thread).
+/// One query, from the rank's network namespace (RAS listens on its
+/// localhost).
 fn ask(t: &Target) -> Answer {
-    let t2 = t.clone();
-    let run = move || -> Answer {
-        if let Some((path, inode)) = &t2.ns {
-            if own_netns() != Some(*inode) {
-                use std::os::fd::AsRawFd;
-                let f = std::fs::File::open(path)
-                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-                // SAFETY: setns on this helper thread only; it ends right after.
-                if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(format!(
-                        "cannot enter the rank's network namespace: {} (needs CAP_SYS_ADMIN)",
-                        std::io::Error::last_os_error()
-                    ));
-                }
-            }
-        }
-        let body = nccl_ras::query(&t2.addr, TIMEOUT, RAS_TIMEOUT_S)?;
+    let run = || -> Answer {
+        let body = nccl_ras::query(&t.addr, TIMEOUT, RAS_TIMEOUT_S)?;
         Ok((nccl_ras::parse(&body)?, local_addresses()))
     };
-    std::thread::Builder::new()
-        .name("kitty-ras-ask".into())
-        .spawn(run)
-        .map_err(|e| e.to_string())?
-        .join()
-        .unwrap_or_else(|_| Err("the RAS query panicked".into()))
-}
-
-fn own_netns() -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .ok()
-        .map(|m| m.ino())
+    match &t.ns {
+        None => run(),
+        Some((pid_dir, _)) => in_netns_of(pid_dir, run).unwrap_or_else(|e| Err(e.to_string())),
+    }
 }
 
 /// The addresses of this thread's network namespace.

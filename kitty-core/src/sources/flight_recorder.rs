@@ -34,12 +34,11 @@ pub fn paths(
         .filter(|p| !p.is_empty())
         .unwrap_or("/tmp/nccl_trace_rank_");
     let under_root = |p: &str| {
-        let p = if p.starts_with('/') {
-            pid_dir.join("root").join(p.trim_start_matches('/'))
-        } else {
-            pid_dir.join("cwd").join(p)
-        };
-        Text::new(&p.display().to_string())
+        Text::new(
+            &crate::sources::in_process_fs(pid_dir, p)
+                .display()
+                .to_string(),
+        )
     };
     Some(FlightRecorderPaths {
         pipe: under_root(&format!("{pipe}{rank}.pipe")),

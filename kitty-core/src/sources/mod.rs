@@ -79,6 +79,16 @@ impl Default for Roots {
     }
 }
 
+/// A path as a watched process names it, reached from outside its mount
+/// namespace: an absolute one under `/proc/<pid>/root`, a relative one
+/// under its working directory (`/proc/<pid>/cwd`).
+pub fn in_process_fs(pid_dir: &Path, path: &str) -> PathBuf {
+    match path.strip_prefix('/') {
+        Some(abs) => pid_dir.join("root").join(abs.trim_start_matches('/')),
+        None => pid_dir.join("cwd").join(path),
+    }
+}
+
 /// Reads a small file into a string; a missing file is `None`, not an error,
 /// since processes and kernel features come and go.
 pub fn read_opt(path: &Path) -> Option<String> {

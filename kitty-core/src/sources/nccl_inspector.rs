@@ -145,16 +145,6 @@ pub fn dump_dir(
     }))
 }
 
-/// The rank's dump directory as kitty reaches it: an absolute path under
-/// the rank's root (its mount namespace), a relative one under its cwd.
-pub fn host_path(pid_dir: &Path, dir: &str) -> PathBuf {
-    if let Some(abs) = dir.strip_prefix('/') {
-        pid_dir.join("root").join(abs)
-    } else {
-        pid_dir.join("cwd").join(dir)
-    }
-}
-
 /// Follows every file of some dump directories.
 #[derive(Default)]
 pub struct Tailer {
@@ -319,10 +309,10 @@ mod tests {
             ),
             Some(Err(_))
         ));
-        let p = host_path(Path::new("/proc/42"), "/logs/x");
+        let p = crate::sources::in_process_fs(Path::new("/proc/42"), "/logs/x");
         assert_eq!(p, Path::new("/proc/42/root/logs/x"));
         assert_eq!(
-            host_path(Path::new("/proc/42"), "d"),
+            crate::sources::in_process_fs(Path::new("/proc/42"), "d"),
             Path::new("/proc/42/cwd/d")
         );
     }

@@ -249,6 +249,57 @@ pub fn parse_socket_link(target: &str) -> Option<u64> {
         .ok()
 }
 
+/// Why a call could not run in a process's network namespace.
+#[derive(Debug)]
+pub enum NetnsError {
+    Open(std::io::Error),
+    Setns(std::io::Error),
+    Helper,
+}
+
+impl std::fmt::Display for NetnsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetnsError::Open(e) => write!(f, "cannot open its network namespace: {e}"),
+            NetnsError::Setns(e) => write!(
+                f,
+                "cannot enter its network namespace: {e} (needs CAP_SYS_ADMIN)"
+            ),
+            NetnsError::Helper => f.write_str("the namespace helper thread panicked"),
+        }
+    }
+}
+
+/// Runs `f` in the network namespace of the process at `pid_dir`: right
+/// here when it is ours, else on a helper thread that enters it (setns
+/// changes only the calling thread, and the thread ends right after).
+pub fn in_netns_of<T: Send>(pid_dir: &Path, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+    use std::os::fd::AsRawFd;
+    let same = match (
+        std::fs::read_link(pid_dir.join("ns/net")),
+        std::fs::read_link("/proc/thread-self/ns/net"),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        return Ok(f());
+    }
+    let ns = std::fs::File::open(pid_dir.join("ns/net")).map_err(NetnsError::Open)?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: setns on this helper thread only; the thread ends right after.
+                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(NetnsError::Setns(std::io::Error::last_os_error()));
+                }
+                Ok(f())
+            })
+            .join()
+            .map_err(|_| NetnsError::Helper)?
+    })
+}
+
 /// Inode of a process's network namespace (`net:[4026531840]`).
 pub fn read_netns(dir: &Path) -> Option<u64> {
     let link = std::fs::read_link(dir.join("ns/net")).ok()?;

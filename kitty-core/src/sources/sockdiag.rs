@@ -19,7 +19,6 @@ use netlink_packet_sock_diag::{
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 use std::collections::HashMap;
 use std::net::SocketAddr as InetAddr;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 /// Why sock_diag could not answer.
@@ -151,35 +150,15 @@ fn new_socket() -> Result<Socket> {
     Ok(s)
 }
 
-fn same_netns_as_me(pid_dir: &Path) -> bool {
-    match (
-        std::fs::read_link(pid_dir.join("ns/net")),
-        std::fs::read_link("/proc/self/ns/net"),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
-
 /// Opens a sock_diag socket inside the network namespace of a process.
 pub fn open_in_netns(pid_dir: &Path) -> Result<Socket> {
-    if same_netns_as_me(pid_dir) {
-        return new_socket();
+    use super::process::{in_netns_of, NetnsError};
+    match in_netns_of(pid_dir, new_socket) {
+        Ok(r) => r,
+        Err(NetnsError::Open(e)) => Err(SockDiagError::Netns(e)),
+        Err(NetnsError::Setns(e)) => Err(SockDiagError::Setns(e)),
+        Err(NetnsError::Helper) => Err(SockDiagError::Helper),
     }
-    let ns = std::fs::File::open(pid_dir.join("ns/net")).map_err(SockDiagError::Netns)?;
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                // SAFETY: setns on this helper thread only; the thread ends right after.
-                let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-                if rc != 0 {
-                    return Err(SockDiagError::Setns(std::io::Error::last_os_error()));
-                }
-                new_socket()
-            })
-            .join()
-            .map_err(|_| SockDiagError::Helper)?
-    })
 }
 
 fn dump_family(
@@ -340,6 +319,7 @@ pub fn decode_tcp_info(b: &[u8]) -> TcpInfo {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn short_struct_from_older_kernel() {

@@ -99,7 +99,7 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
                 let short = s.split(" + ").next().unwrap_or(s);
                 l2.push(Span::styled(format!(" ({short})"), th.dim()));
             }
-        } else if OPTIONAL.contains(&name) && st.status == kitty_core::model::Status::Unavailable {
+        } else if name.usually_absent() && st.status == kitty_core::model::Status::Unavailable {
             // Most nodes have none of these: a dash, the reason in doctor
             // and the views (:nics).
             l2.push(Span::styled(format!("{name} -"), th.dim()));
@@ -121,14 +121,6 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     }
     f.render_widget(Paragraph::new(lines), area);
 }
-
-/// Sources most nodes lack (no RDMA, no NCCL Inspector, no RAS): shown
-/// as a dash when unavailable, not with their reason.
-const OPTIONAL: &[kitty_core::model::Source] = &[
-    kitty_core::model::Source::Rdma,
-    kitty_core::model::Source::NcclInspector,
-    kitty_core::model::Source::NcclRas,
-];
 
 /// `start ━━━━●───── end (date zone, length)`: where the replay is.
 fn timeline<'a>(

@@ -46,18 +46,6 @@ const fn optional(header: &'static str, signal: Sig, width: u16, priority: u8) -
     }
 }
 
-/// Rank signals from its RDMA ports (their verdicts light the NIC cell).
-const RDMA_RANK_SIGNALS: &[Sig] = &[
-    Sig::RdmaPortDegraded,
-    Sig::RdmaXmitWaitPerS,
-    Sig::RdmaCnpPerS,
-    Sig::RdmaEcnMarkedPerS,
-    Sig::RdmaPausePerS,
-    Sig::RdmaRetransPerS,
-    Sig::RdmaErrorsPerS,
-    Sig::RdmaOutOfBufferPerS,
-];
-
 /// Width of the NIC column, when a rank uses RDMA ports.
 const NIC_WIDTH: u16 = 10;
 
@@ -115,17 +103,23 @@ fn visible_cols(
     (cols, dropped)
 }
 
-/// The rank's GPU index, highlighted when a GPU signal flags the rank.
-fn gpu_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
-    let text = r.gpu.map_or("-".to_string(), |g| g.to_string());
-    let sev = GPU_RANK_SIGNALS
-        .iter()
-        .filter_map(|s| cx.app.severity(r.key.pid, *s))
-        .max();
-    match sev {
+/// A cell in the style of the worst verdict the rank has on `signals`.
+fn flagged<'a>(
+    cx: &Ctx,
+    r: &RankFrame,
+    text: String,
+    signals: impl Iterator<Item = Sig>,
+) -> Cell<'a> {
+    match signals.filter_map(|s| cx.app.severity(r.key.pid, s)).max() {
         Some(s) => Cell::from(text).style(cx.th.sev(s)),
         None => Cell::from(text),
     }
+}
+
+/// The rank's GPU index, highlighted when a GPU signal flags the rank.
+fn gpu_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
+    let text = r.gpu.map_or("-".to_string(), |g| g.to_string());
+    flagged(cx, r, text, GPU_RANK_SIGNALS.iter().copied())
 }
 
 /// The rank's RDMA port (`mlx5_2/1`, `+n` more), highlighted when an RDMA
@@ -136,14 +130,7 @@ fn nic_cell<'a>(cx: &Ctx, r: &RankFrame) -> Cell<'a> {
         [one] => one.to_string(),
         [first, rest @ ..] => format!("{first}+{}", rest.len()),
     };
-    let sev = RDMA_RANK_SIGNALS
-        .iter()
-        .filter_map(|s| cx.app.severity(r.key.pid, *s))
-        .max();
-    match sev {
-        Some(s) => Cell::from(text).style(cx.th.sev(s)),
-        None => Cell::from(text),
-    }
+    flagged(cx, r, text, Sig::from_rdma_ports())
 }
 
 fn value_cell<'a>(cx: &Ctx, r: &RankFrame, c: &Col) -> Cell<'a> {
@@ -164,15 +151,12 @@ fn value_cell<'a>(cx: &Ctx, r: &RankFrame, c: &Col) -> Cell<'a> {
             None => "-".into(),
         },
     };
-    let sev = [Some(c.signal), c.alt, c.fallback]
-        .into_iter()
-        .flatten()
-        .filter_map(|s| cx.app.severity(r.key.pid, s))
-        .max();
-    match sev {
-        Some(s) => Cell::from(text).style(cx.th.sev(s)),
-        None => Cell::from(text),
-    }
+    flagged(
+        cx,
+        r,
+        text,
+        [Some(c.signal), c.alt, c.fallback].into_iter().flatten(),
+    )
 }
 
 /// A signal's name in the verdict cell: short enough that the ratio and
