@@ -150,8 +150,11 @@ fn shared_netns_ranks_get_their_own_numbers() {
         sent.0 < 2e6 && sent.1 > 5e6 && sent.0 * 4.0 < sent.1,
         "throughput collapses only on the throttled path: {sent:?}"
     );
-    // The short tbf queue drops: only the throttled rank retransmits.
-    assert!(retx.0 > 1.0 && retx.1 < 1.0, "retransmits: {retx:?}");
+    // Whether the short tbf queue drops segments (and so the throttled rank
+    // retransmits) depends on how the kernel sizes its GSO bursts against
+    // TSQ; fault_lab's loss fault is the retransmit test. Here: the free
+    // path's rank never inherits the throttled one's retransmits.
+    assert!(retx.1 < 1.0 && retx.1 <= retx.0, "retransmits: {retx:?}");
     // Back in line after the throttle is removed.
     sh(&format!("ip netns exec {t}a tc qdisc del dev {t}ab root"));
     phase(2.0); // the queue drains
