@@ -12,6 +12,7 @@ pub mod load;
 pub mod profile;
 pub mod rtt;
 pub mod runq;
+pub mod tasks;
 mod watched;
 
 pub use load::ProbeError;

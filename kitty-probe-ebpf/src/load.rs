@@ -52,6 +52,7 @@ pub mod objects {
     pub static EVENTS: &[u8] = aya::include_bytes_aligned!("bpf/events.bpf.o");
     pub static PROFILE: &[u8] = aya::include_bytes_aligned!("bpf/profile.bpf.o");
     pub static OFFCPU: &[u8] = aya::include_bytes_aligned!("bpf/offcpu.bpf.o");
+    pub static TASKS: &[u8] = aya::include_bytes_aligned!("bpf/tasks.bpf.o");
 }
 
 /// The kernel's BTF, parsed once.

@@ -91,6 +91,11 @@ pub struct NodeArgs {
     /// Do not load the eBPF probes (raw RTT, run-queue latency, flows, events).
     #[arg(long)]
     pub no_ebpf: bool,
+    /// Read per-thread counters from /proc/<pid>/task/* rather than the
+    /// BPF task iterator (the fallback it takes by itself when the iterator
+    /// cannot load; `ebpf.tasks` in the header and doctor says which).
+    #[arg(long)]
+    pub no_task_iter: bool,
     /// Load this libnvidia-ml.so.1 instead of the system's.
     #[arg(long, env = "KITTY_NVML_LIB", value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,

@@ -9,6 +9,7 @@ use kitty_core::engine::Pipeline;
 use kitty_core::sampler::SamplerConfig;
 use kitty_core::sources::discovery::WatchRule;
 use kitty_core::sources::nvml::NvmlSource;
+use kitty_core::sources::tasks::TaskSource;
 use kitty_core::sources::Roots;
 
 /// Validates the sampling options and builds the sampler's configuration.
@@ -33,8 +34,21 @@ pub fn sampler_config(s: &Sampling) -> Result<SamplerConfig, UsageError> {
         },
         interval: s.interval,
         sock_diag: !s.no_sock_diag,
+        tasks: task_source(&s.node),
         ..SamplerConfig::default()
     })
+}
+
+/// Per-thread counters: the task iterator unless told otherwise (it falls
+/// back to procfs by itself, with the reason, when it cannot load).
+fn task_source(n: &NodeArgs) -> TaskSource {
+    if n.no_ebpf {
+        TaskSource::Procfs(None)
+    } else if n.no_task_iter {
+        TaskSource::Procfs(Some("off (--no-task-iter)".into()))
+    } else {
+        TaskSource::Iterator(kitty_probe_ebpf::tasks::TaskIter::open)
+    }
 }
 
 /// The proc root, checked to be a procfs, and the sys root (beside it

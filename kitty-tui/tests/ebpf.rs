@@ -95,6 +95,147 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     );
 }
 
+/// The same job through both per-thread paths: the BPF task iterator (the
+/// default) and procfs (`--no-task-iter`, the fallback). Same signals, same
+/// meaning: the rank sharing its CPU with a hog waits the most either way.
+#[test]
+fn the_task_iterator_and_procfs_give_the_same_signals() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return skip("needs two CPUs: one for the peers, one for the hog");
+    }
+    let hog_cpu = cpus - 1;
+    let mut procs = Procs::default();
+    start_ring(&mut procs, 3, "tasks", &|rank| {
+        let cpu = if rank == 1 { hog_cpu } else { 0 };
+        vec![
+            "--cpus".into(),
+            cpu.to_string(),
+            "--work".into(),
+            "1".into(),
+        ]
+    });
+    procs.push(
+        Command::new(kitty_bin())
+            .args(["demo-hog", "--cpu", &hog_cpu.to_string(), "--threads", "4"])
+            .spawn()
+            .unwrap(),
+    );
+    let via_iter = snapshot("3s", &[]);
+    let via_procfs = snapshot("3s", &["--no-task-iter"]);
+    let st = |s: &serde_json::Value| s["sources"]["ebpf.tasks"].clone();
+    assert_eq!(st(&via_iter)["status"], "ok", "{}", st(&via_iter));
+    assert_eq!(st(&via_iter)["strategy"], "iter/task");
+    assert_eq!(st(&via_procfs)["status"], "unavailable");
+    let why = st(&via_procfs)["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.contains("--no-task-iter") && why.contains("procfs"),
+        "{why}"
+    );
+
+    let per_thread = ["cpu_pct", "run_delay_ms_per_s", "migrations_per_s"];
+    let mut delay = Vec::new();
+    for snap in [&via_iter, &via_procfs] {
+        let ranks = ranks_of(snap, "tasks");
+        assert_eq!(ranks.len(), 3);
+        let of = |r: u64| *ranks.iter().find(|x| x["rank"] == r).expect("rank");
+        for r in &ranks {
+            for s in per_thread {
+                assert!(r["signals"][s].as_f64().is_some(), "{s} missing: {r}");
+            }
+            let names: std::collections::BTreeSet<String> = r["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["comm"].as_str().unwrap().to_string())
+                .collect();
+            assert!(!names.is_empty(), "threads named: {r}");
+        }
+        let d = |r| signal(of(r), "run_delay_ms_per_s");
+        eprintln!(
+            "run delay ms/s: {:.1} vs peers {:.1} {:.1}",
+            d(1),
+            d(0),
+            d(2)
+        );
+        assert!(
+            d(1) > 5.0 * d(0).max(d(2)).max(1.0),
+            "{} {} {}",
+            d(1),
+            d(0),
+            d(2)
+        );
+        delay.push(d(1));
+    }
+    // One steady load, two paths: the same order of magnitude.
+    assert!(
+        delay[0] < 3.0 * delay[1] && delay[1] < 3.0 * delay[0],
+        "iterator {} vs procfs {} ms/s",
+        delay[0],
+        delay[1]
+    );
+}
+
+/// Where the iterator cannot load (here: an unprivileged user, who may not
+/// load BPF), the procfs path takes over and the status says why.
+#[test]
+fn without_the_iterator_procfs_takes_over_and_says_why() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // A copy of the binary nobody can run (the checkout may be under /root).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("kitty-tui");
+    std::fs::copy(kitty_bin(), &bin).unwrap();
+    let mut procs = Procs::default();
+    // nobody's own watched process, which nobody may read.
+    let pid = procs.push(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .env("KITTY_WATCH", "1")
+            .env("RANK", "0")
+            .env("JOB_NAME", "unprivileged")
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+            .unwrap(),
+    );
+    wait_exec(&[pid], "while");
+    let out = run_ok(
+        Command::new(&bin)
+            .args(["snapshot", "--json", "--duration", "2s", "--no-gpu"])
+            .current_dir(dir.path())
+            .uid(65534)
+            .gid(65534),
+    );
+    let snap: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let st = &snap["sources"]["ebpf.tasks"];
+    assert_eq!(st["status"], "unavailable", "{st}");
+    let why = st["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("iter/task did not load") && why.contains("per-thread counters from procfs"),
+        "{why}"
+    );
+    let ranks = ranks_of(&snap, "unprivileged");
+    assert_eq!(ranks.len(), 1, "{snap:#}");
+    assert!(
+        signal(ranks[0], "cpu_pct") > 50.0,
+        "procfs read it: {}",
+        ranks[0]
+    );
+}
+
 #[test]
 fn flow_bytes_land_on_the_sender_and_its_peer_even_when_closed_between_polls() {
     let _g = serial();

@@ -96,6 +96,8 @@ named_enum! {
         EbpfRunq = "ebpf.runq",
         EbpfFlow = "ebpf.flow",
         EbpfEvents = "ebpf.events",
+        /// Per-thread counters from the BPF task iterator (else procfs).
+        EbpfTasks = "ebpf.tasks",
         Nvml = "nvml",
         /// RDMA port counters from sysfs.
         Rdma = "rdma",

@@ -116,9 +116,9 @@ macro_rules! catalog {
 use scope::{GPU, HOST, NETNS, NIC, RANK, SOCKET};
 
 catalog! {
-    CpuPct = "cpu_pct", RANK, "CPU", Percent, "task/*/schedstat", "CPU time used, percent of one core";
-    RunDelayMsPerS = "run_delay_ms_per_s", RANK, "run-queue delay", MsPerSec, "task/*/schedstat", "time runnable but waiting for a CPU, summed over threads";
-    MigrationsPerS = "migrations_per_s", RANK, "migrations", PerSec, "task/*/sched", "cross-CPU migrations, summed over threads";
+    CpuPct = "cpu_pct", RANK, "CPU", Percent, "iter/task or task/*/schedstat", "CPU time used, percent of one core";
+    RunDelayMsPerS = "run_delay_ms_per_s", RANK, "run-queue delay", MsPerSec, "iter/task or task/*/schedstat", "time runnable but waiting for a CPU, summed over threads";
+    MigrationsPerS = "migrations_per_s", RANK, "migrations", PerSec, "iter/task or task/*/sched", "cross-CPU migrations, summed over threads";
     AffinityCpus = "affinity_cpus", RANK, "affinity", Cpus, "status Cpus_allowed_list", "CPUs the process may run on";
     CfsThrottledMsPerS = "cfs_throttled_ms_per_s", RANK, "CFS throttling", MsPerSec, "cgroup cpu.stat", "time the rank's cgroup was throttled by its CPU quota";
     CtxVoluntaryPerS = "ctx_voluntary_per_s", RANK, "voluntary switches", PerSec, "status", "voluntary context switches";

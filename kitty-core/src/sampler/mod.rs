@@ -15,6 +15,7 @@ mod procs;
 mod rank;
 mod ras;
 mod sockets;
+mod tasks;
 mod watch;
 
 use crate::model::time::{mono_ns, wall_ns};
@@ -40,6 +41,9 @@ pub struct SamplerConfig {
     pub sock_diag: bool,
     /// Pids a probe saw exec or fork, looked at on the next tick.
     pub hints: WatchHints,
+    /// Where per-thread counters come from (the probes' task iterator, or
+    /// procfs).
+    pub tasks: crate::sources::tasks::TaskSource,
 }
 
 impl Default for SamplerConfig {
@@ -52,6 +56,7 @@ impl Default for SamplerConfig {
             node: crate::sources::node::node_name(std::path::Path::new("/proc")),
             sock_diag: true,
             hints: WatchHints::default(),
+            tasks: Default::default(),
         }
     }
 }
@@ -118,6 +123,7 @@ pub struct Sampler {
     nics: nics::Nics,
     collectives: collectives::Collectives,
     ras: ras::Ras,
+    tasks: tasks::Tasks,
 }
 
 impl Sampler {
@@ -125,6 +131,7 @@ impl Sampler {
         let mounts = CgroupMounts::load(&cfg.roots);
         let numa = crate::sources::numa::nodes(&cfg.roots.sys);
         Sampler {
+            tasks: tasks::Tasks::open(&cfg.tasks),
             sockets: sockets::SocketReader::new(cfg.sock_diag),
             procs: procs::ProcReader::new(cfg.discovery_every),
             neighbours: Default::default(),
@@ -159,11 +166,18 @@ impl Sampler {
             .map(|p| (mono.saturating_sub(p)) as f64 / 1e9)
             .filter(|d| *d > 0.0);
 
-        let (samples, gone) = self.procs.read(&self.cfg.roots, self.watch.ranks(), mono);
+        let tgids = self.watch.ranks().map(|w| w.key.pid).collect();
+        let (rows, last_read) = self.tasks.read(&tgids);
+        let (samples, gone) =
+            self.procs
+                .read(&self.cfg.roots, self.watch.ranks(), rows.as_ref(), mono);
+        let tasks_status = self.tasks.status(&last_read, &samples);
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
-        let comm = self.comm_phase(&samples, mono, wall, &mut events);
+        let mut comm = self.comm_phase(&samples, mono, wall, &mut events);
+        comm.statuses
+            .extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
         let mut ranks = self
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);

@@ -8,6 +8,7 @@ use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::Watched;
 use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
+use crate::sources::tasks::RowsByTgid;
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use std::collections::HashMap;
@@ -58,6 +59,7 @@ impl ProcReader {
         &self,
         roots: &Roots,
         watched: impl Iterator<Item = &'a Watched>,
+        rows: Option<&RowsByTgid>,
         mono: u64,
     ) -> (Vec<Sample>, Vec<Watched>) {
         let mut samples = Vec::new();
@@ -83,6 +85,7 @@ impl ProcReader {
                 fds,
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
+                tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),
             };
             match read_process(&dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => samples.push((w.clone(), s)),

@@ -22,6 +22,7 @@ pub mod prometheus;
 pub mod rdma;
 pub mod sched;
 pub mod sockdiag;
+pub mod tasks;
 pub mod tcp_table;
 
 use std::path::{Path, PathBuf};

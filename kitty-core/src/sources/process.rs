@@ -4,6 +4,7 @@
 //! drops it and emits a "rank exited" event.
 
 use super::sched::parse_nr_migrations;
+use super::tasks::TaskRow;
 use procfs::process::{Io, Schedstat, Stat, Status};
 use procfs::FromRead;
 use std::collections::BTreeMap;
@@ -42,6 +43,9 @@ pub struct ProcSample {
     pub uverbs: Vec<u32>,
     /// Whether the fd links were read this time (false: reused, count unchanged).
     pub fds_rescanned: bool,
+    /// Whether the per-thread counters came from the task iterator's rows
+    /// (false: from task/*/schedstat).
+    pub threads_from_rows: bool,
 }
 
 /// The previous fd scan, reused while the fd count is unchanged: reading
@@ -62,6 +66,10 @@ pub struct Reuse<'a> {
     /// Skip the per-thread `sched` files (migrations) this time: they are
     /// large formatted files, read every few ticks rather than every tick.
     pub skip_sched: bool,
+    /// This process's threads as the task iterator read them this tick:
+    /// used instead of task/*/{schedstat,sched,comm} when they are of this
+    /// very process (same start time).
+    pub tasks: Option<&'a [TaskRow]>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -137,7 +145,16 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         io_write_bytes: io.as_ref().map(|i| i.write_bytes),
         ..Default::default()
     };
-    read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched);
+    match reuse.tasks {
+        Some(rows)
+            if rows
+                .first()
+                .is_some_and(|r| r.start_ticks == stat.starttime) =>
+        {
+            threads_from_rows(&mut sample, rows)
+        }
+        _ => read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched),
+    }
     read_fds(dir, &mut sample, reuse.fds);
     Ok(sample)
 }
@@ -198,6 +215,26 @@ fn read_threads(
         );
     }
     sample.migrations_known = migrations_known;
+}
+
+/// The same sums and per-thread samples as [`read_threads`], from the task
+/// iterator's rows (migrations are known on every tick here).
+fn threads_from_rows(sample: &mut ProcSample, rows: &[TaskRow]) {
+    for r in rows {
+        sample.run_delay_ns += r.run_delay_ns;
+        sample.exec_ns += r.exec_ns;
+        sample.nr_migrations += r.nr_migrations;
+        sample.per_thread.insert(
+            r.tid,
+            ThreadSample {
+                comm: r.comm.clone(),
+                run_delay_ns: r.run_delay_ns,
+                exec_ns: r.exec_ns,
+            },
+        );
+    }
+    sample.migrations_known = true;
+    sample.threads_from_rows = true;
 }
 
 /// Number of open fds from stat(/proc/<pid>/fd).st_size (Linux 6.2+; 0 before).
@@ -349,6 +386,59 @@ mod tests {
     }
 
     #[test]
+    fn iterator_rows_of_this_process_replace_the_task_files() {
+        let d = fixture_dir();
+        let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
+        let row = |tid, delay, exec, start_ticks| TaskRow {
+            tid,
+            tgid: procfs.pid,
+            comm: format!("t{tid}"),
+            run_delay_ns: delay,
+            exec_ns: exec,
+            nr_migrations: 2,
+            start_ticks,
+            ..Default::default()
+        };
+        let rows = [
+            row(77, 10, 100, procfs.start_time),
+            row(79, 5, 50, procfs.start_time),
+        ];
+        let it = read_process(
+            d.path(),
+            4096,
+            Reuse {
+                tasks: Some(&rows),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(it.threads_from_rows);
+        assert_eq!(
+            (it.run_delay_ns, it.exec_ns, it.nr_migrations),
+            (15, 150, 4)
+        );
+        assert!(it.migrations_known, "migrations known on every tick");
+        assert_eq!(it.per_thread.keys().copied().collect::<Vec<_>>(), [77, 79]);
+        assert_eq!(it.per_thread[&79].comm, "t79");
+        assert_eq!(it.comm, procfs.comm, "the rest still from procfs");
+
+        // Rows of another start (a reused pid, another pid namespace's
+        // proc root): this process's own task files instead.
+        let stale = [row(77, 10, 100, procfs.start_time + 1)];
+        let fallback = read_process(
+            d.path(),
+            4096,
+            Reuse {
+                tasks: Some(&stale),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(!fallback.threads_from_rows);
+        assert_eq!(fallback.run_delay_ns, procfs.run_delay_ns);
+    }
+
+    #[test]
     fn missing_process_is_gone_not_error() {
         let d = tempfile::tempdir().unwrap();
         assert!(matches!(
@@ -399,6 +489,7 @@ mod tests {
                 fds,
                 threads: Some(&first.per_thread),
                 skip_sched: true,
+                tasks: None,
             },
         )
         .unwrap();
@@ -414,6 +505,7 @@ mod tests {
                 fds: bad,
                 threads: None,
                 skip_sched: false,
+                tasks: None,
             },
         )
         .unwrap();

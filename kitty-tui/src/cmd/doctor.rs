@@ -8,7 +8,7 @@ use std::io::Write;
 
 /// Loads the probes once and reports each: attached (strategy) or why not.
 /// They are released again when this returns.
-fn ebpf_checks() -> Vec<Check> {
+fn ebpf_checks(no_task_iter: bool) -> Vec<Check> {
     let probes = kitty_probe_ebpf::Probes::start(Default::default());
     let tried = probes.rtt_tried();
     let profiler = kitty_probe_ebpf::profile::check()
@@ -41,7 +41,27 @@ fn ebpf_checks() -> Vec<Check> {
         .collect();
     out.push(Check::new("ebpf.profile", profiler, true));
     out.push(Check::new("ebpf.offcpu", off_cpu, true));
+    out.push(Check::new("ebpf.tasks", task_iter(no_task_iter), true));
     out
+}
+
+/// The task iterator: loads it and walks this process's own threads once.
+fn task_iter(off: bool) -> Result<String, String> {
+    use kitty_core::sources::tasks::TaskCounters;
+    if off {
+        return Err("off (--no-task-iter): per-thread counters from procfs".into());
+    }
+    let own = std::iter::once(std::process::id()).collect();
+    kitty_probe_ebpf::tasks::TaskIter::start()
+        .map_err(|e| e.to_string())
+        .and_then(|mut it| it.read(&own))
+        .map(|rows| {
+            format!(
+                "iter/task loads: per-thread counters in one read per tick ({} threads of doctor itself read)",
+                rows.len()
+            )
+        })
+        .map_err(|e| format!("unavailable: {e}; per-thread counters from procfs"))
 }
 
 #[derive(serde::Serialize)]
@@ -74,7 +94,7 @@ pub fn run(a: DoctorArgs) -> Result<i32> {
         checks.push(kitty_core::doctor::nvml_check(a.node.nvml_lib.clone()));
     }
     if !a.node.no_ebpf {
-        checks.extend(ebpf_checks());
+        checks.extend(ebpf_checks(a.node.no_task_iter));
     }
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -1,0 +1,125 @@
+//! The per-thread counters' path: the task iterator's rows when it opened
+//! (one read for every watched thread), else the procfs task files, and the
+//! `ebpf.tasks` status that says which and why.
+
+use super::procs::Sample;
+use crate::model::SourceStatus;
+use crate::sources::tasks::{by_tgid, RowsByTgid, TaskCounters, TaskSource};
+use std::collections::BTreeSet;
+
+pub(super) enum Tasks {
+    Iterator(Box<dyn TaskCounters>),
+    /// procfs, and why (None: nothing to report).
+    Procfs(Option<String>),
+}
+
+/// How the last read went, for the status.
+pub(super) enum LastRead {
+    Rows,
+    Failed(String),
+    Procfs,
+}
+
+impl Tasks {
+    /// Opens the configured source; an iterator that does not open leaves
+    /// procfs, with the reason.
+    pub fn open(src: &TaskSource) -> Tasks {
+        match src {
+            TaskSource::Procfs(why) => Tasks::Procfs(why.clone()),
+            TaskSource::Iterator(open) => match open() {
+                Ok(t) => Tasks::Iterator(t),
+                Err(e) => Tasks::Procfs(Some(format!("iter/task did not load: {e}"))),
+            },
+        }
+    }
+
+    /// This tick's rows for the watched processes (None: read procfs).
+    pub fn read(&mut self, tgids: &BTreeSet<u32>) -> (Option<RowsByTgid>, LastRead) {
+        match self {
+            Tasks::Procfs(_) => (None, LastRead::Procfs),
+            Tasks::Iterator(_) if tgids.is_empty() => (Some(Default::default()), LastRead::Rows),
+            Tasks::Iterator(it) => match it.read(tgids) {
+                Ok(rows) => (Some(by_tgid(rows)), LastRead::Rows),
+                Err(e) => (None, LastRead::Failed(e)),
+            },
+        }
+    }
+
+    /// The `ebpf.tasks` status after a tick (None: not reported).
+    pub fn status(&self, last: &LastRead, samples: &[Sample]) -> Option<SourceStatus> {
+        let strategy = match self {
+            Tasks::Procfs(None) => return None,
+            Tasks::Procfs(Some(why)) => {
+                return Some(SourceStatus::unavailable(format!(
+                    "{why}; per-thread counters from procfs"
+                )))
+            }
+            Tasks::Iterator(it) => it.strategy(),
+        };
+        Some(match last {
+            LastRead::Failed(e) => SourceStatus::degraded(format!(
+                "{strategy} read failed ({e}); per-thread counters from procfs this tick"
+            )),
+            _ => {
+                let fell_back = samples.iter().filter(|(_, s)| !s.threads_from_rows).count();
+                if fell_back == 0 {
+                    SourceStatus::ok().with_strategy(strategy)
+                } else {
+                    SourceStatus::degraded(format!(
+                        "{fell_back} of {} processes not seen by {strategy} (a proc root of another pid namespace?): their threads from procfs",
+                        samples.len()
+                    ))
+                    .with_strategy(strategy)
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+    use crate::sources::tasks::TaskRow;
+
+    /// An iterator that opened but whose reads fail (a kernel that stops
+    /// running it): kitty's fallback is what is tested.
+    struct Failing;
+    impl TaskCounters for Failing {
+        fn strategy(&self) -> &'static str {
+            "iter/task"
+        }
+        fn read(&mut self, _: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String> {
+            Err("EINTR".into())
+        }
+    }
+
+    #[test]
+    fn an_iterator_that_does_not_open_leaves_procfs_with_the_reason() {
+        let mut t = Tasks::open(&TaskSource::Iterator(|| Err("permission denied".into())));
+        let (rows, last) = t.read(&[1].into_iter().collect());
+        assert!(rows.is_none(), "procfs reads this tick");
+        let st = t.status(&last, &[]).unwrap();
+        assert_eq!(st.status, Status::Unavailable);
+        assert_eq!(
+            st.reason.as_deref(),
+            Some("iter/task did not load: permission denied; per-thread counters from procfs")
+        );
+        assert!(Tasks::open(&TaskSource::Procfs(None))
+            .status(&LastRead::Procfs, &[])
+            .is_none());
+    }
+
+    #[test]
+    fn a_failed_read_is_procfs_for_that_tick() {
+        let mut t = Tasks::open(&TaskSource::Iterator(|| Ok(Box::new(Failing))));
+        let (rows, last) = t.read(&[1].into_iter().collect());
+        assert!(rows.is_none());
+        let st = t.status(&last, &[]).unwrap();
+        assert_eq!(st.status, Status::Degraded);
+        assert!(st.reason.as_deref().unwrap().contains("EINTR"));
+        // Nothing watched: no walk at all.
+        let (rows, _) = t.read(&BTreeSet::new());
+        assert!(rows.is_some_and(|r| r.is_empty()));
+    }
+}

@@ -1,0 +1,168 @@
+//! The task iterator (`iter/task`, bpf/tasks.bpf.c): every watched thread's
+//! scheduler and CPU counters in one read per tick, for the sampler (it is a
+//! [`TaskCounters`], not an enricher: it replaces procfs reads instead of
+//! adding to a frame). Each read creates a link and an iterator fd from the
+//! loaded program, reads the rows and closes both (aya hands out one
+//! iterator file per link).
+
+use crate::load::{self, objects, ProbeError};
+use crate::watched::WatchedSet;
+use aya::programs::Iter;
+use aya::Ebpf;
+use kitty_core::sources::tasks::{clock_ticks, TaskCounters, TaskRow};
+use std::collections::BTreeSet;
+use std::io::Read;
+
+const PROGRAM: &str = "kitty_tasks";
+
+/// Must match `struct row` in bpf/tasks.bpf.c.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Row {
+    tid: u32,
+    tgid: u32,
+    run_delay_ns: u64,
+    run_count: u64,
+    exec_ns: u64,
+    nr_migrations: u64,
+    nvcsw: u64,
+    nivcsw: u64,
+    state: u32,
+    exit_state: u32,
+    comm: [u8; 16],
+    leader_start_ns: u64,
+}
+
+const ROW: usize = std::mem::size_of::<Row>();
+
+impl Row {
+    /// A row from the iterator's bytes (native endian, as the kernel wrote it).
+    fn from_bytes(b: &[u8]) -> Row {
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let mut comm = [0u8; 16];
+        comm.copy_from_slice(&b[64..80]);
+        Row {
+            tid: u32_at(0),
+            tgid: u32_at(4),
+            run_delay_ns: u64_at(8),
+            run_count: u64_at(16),
+            exec_ns: u64_at(24),
+            nr_migrations: u64_at(32),
+            nvcsw: u64_at(40),
+            nivcsw: u64_at(48),
+            state: u32_at(56),
+            exit_state: u32_at(60),
+            comm,
+            leader_start_ns: u64_at(80),
+        }
+    }
+
+    fn into_task_row(self, ns_per_tick: u64) -> TaskRow {
+        let end = self.comm.iter().position(|b| *b == 0).unwrap_or(16);
+        TaskRow {
+            tid: self.tid,
+            tgid: self.tgid,
+            // A thread name is the watched process's to choose: kept raw here
+            // like procfs's `comm`, sanitised where it is shown.
+            comm: String::from_utf8_lossy(&self.comm[..end]).into_owned(),
+            run_delay_ns: self.run_delay_ns,
+            run_count: self.run_count,
+            exec_ns: self.exec_ns,
+            nr_migrations: self.nr_migrations,
+            nvcsw: self.nvcsw,
+            nivcsw: self.nivcsw,
+            // /proc/<pid>/stat's starttime: boot-time ns in clock ticks.
+            start_ticks: self.leader_start_ns / ns_per_tick,
+        }
+    }
+}
+
+pub struct TaskIter {
+    ebpf: Ebpf,
+    watched: WatchedSet,
+    buf: Vec<u8>,
+    ns_per_tick: u64,
+}
+
+impl TaskIter {
+    /// Loads the iterator program (nothing runs until a read).
+    pub fn start() -> Result<TaskIter, ProbeError> {
+        let mut ebpf = load::load_object(objects::TASKS, &[])?;
+        let btf = load::kernel_btf()?;
+        let p: &mut Iter = load::program(&mut ebpf, PROGRAM)?;
+        p.load("task", btf)
+            .map_err(|e| load::reason(&e).at("iter/task"))?;
+        let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
+        let mut it = TaskIter {
+            ebpf,
+            watched,
+            buf: Vec::with_capacity(64 * ROW),
+            ns_per_tick: 1_000_000_000 / clock_ticks(),
+        };
+        // One walk now: a kernel that loads the program but cannot run it
+        // is found here, not on the first tick.
+        it.walk().map_err(|e| e.at("iter/task"))?;
+        Ok(it)
+    }
+
+    /// Opens it for the sampler (`TaskSource::Iterator`).
+    pub fn open() -> Result<Box<dyn TaskCounters>, String> {
+        TaskIter::start()
+            .map(|t| Box::new(t) as Box<dyn TaskCounters>)
+            .map_err(|e| e.to_string())
+    }
+
+    /// One walk of every task: the rows of the watched ones.
+    fn walk(&mut self) -> Result<Vec<Row>, ProbeError> {
+        let p: &mut Iter = load::program(&mut self.ebpf, PROGRAM)?;
+        let id = p.attach().map_err(|e| load::reason(&e))?;
+        let link = p.take_link(id).map_err(|e| load::reason(&e))?;
+        let mut file = link.into_file().map_err(|e| load::reason(&e))?;
+        self.buf.clear();
+        file.read_to_end(&mut self.buf)
+            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
+        Ok(self.buf.chunks_exact(ROW).map(Row::from_bytes).collect())
+    }
+}
+
+impl TaskCounters for TaskIter {
+    fn strategy(&self) -> &'static str {
+        "iter/task"
+    }
+
+    fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String> {
+        self.watched.sync(tgids);
+        let rows = self.walk().map_err(|e| e.to_string())?;
+        Ok(rows
+            .into_iter()
+            // Exited threads (zombies not yet reaped) are not in task/ either.
+            .filter(|r| r.exit_state == 0)
+            .map(|r| r.into_task_row(self.ns_per_tick))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_layout_matches_the_c_struct() {
+        assert_eq!(ROW, 88, "struct row in tasks.bpf.c is 88 bytes");
+        let mut b = vec![0u8; ROW];
+        b[0..4].copy_from_slice(&7u32.to_ne_bytes());
+        b[4..8].copy_from_slice(&5u32.to_ne_bytes());
+        b[8..16].copy_from_slice(&123u64.to_ne_bytes());
+        b[32..40].copy_from_slice(&9u64.to_ne_bytes());
+        b[64..68].copy_from_slice(b"rank");
+        b[80..88].copy_from_slice(&2_500_000_000u64.to_ne_bytes());
+        let r = Row::from_bytes(&b).into_task_row(10_000_000);
+        assert_eq!(
+            (r.tid, r.tgid, r.run_delay_ns, r.nr_migrations),
+            (7, 5, 123, 9)
+        );
+        assert_eq!(r.comm, "rank");
+        assert_eq!(r.start_ticks, 250);
+    }
+}

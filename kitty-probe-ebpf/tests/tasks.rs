@@ -1,0 +1,115 @@
+//! The task iterator and procfs agree, thread by thread, on a live process
+//! (this test's own: parked threads whose counters hold still while both
+//! read them, and the running test thread, whose counters only grow).
+use kitty_core::sources::process::{read_process, Reuse};
+use kitty_core::sources::tasks::TaskCounters;
+use kitty_probe_ebpf::tasks::TaskIter;
+use std::path::Path;
+use std::sync::mpsc;
+
+fn status_field(tid: u32, key: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn iterator_and_procfs_agree_on_a_live_process() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("skipped: loading BPF needs root");
+        return;
+    }
+    // Four threads that burn a little CPU, sleep and yield (so they have run
+    // delay, switches and maybe migrations), then park.
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let mut handles = Vec::new();
+    for i in 0..4 {
+        let (ready, stop) = (ready_tx.clone(), stop_rx.clone());
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("kitty-t{i}"))
+                .spawn(move || {
+                    let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+                    let mut x = 0u64;
+                    while std::time::Instant::now() < until {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        std::thread::yield_now();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    // SAFETY: gettid has no preconditions.
+                    let tid = unsafe { libc::gettid() } as u32;
+                    ready.send((tid, x)).unwrap();
+                    let _ = stop.lock().unwrap().recv();
+                })
+                .unwrap(),
+        );
+    }
+    let parked: Vec<u32> = (0..4).map(|_| ready_rx.recv().unwrap().0).collect();
+    std::thread::sleep(std::time::Duration::from_millis(50)); // all parked
+
+    let own = std::process::id();
+    let mut it = TaskIter::start().expect("the task iterator loads here");
+    assert_eq!(it.strategy(), "iter/task");
+    let rows = it.read(&[own].into_iter().collect()).unwrap();
+    let procfs = read_process(Path::new("/proc/self"), 4096, Reuse::default()).unwrap();
+
+    let row_tids: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.tid).collect();
+    let proc_tids: std::collections::BTreeSet<u32> = procfs.per_thread.keys().copied().collect();
+    assert_eq!(row_tids, proc_tids, "the same threads");
+    assert!(rows.iter().all(|r| r.tgid == own));
+    assert!(
+        rows.iter().all(|r| r.start_ticks == procfs.start_time),
+        "start in /proc/<pid>/stat's clock ticks: {} vs {:?}",
+        procfs.start_time,
+        rows.iter().map(|r| r.start_ticks).collect::<Vec<_>>()
+    );
+    for tid in &parked {
+        let r = rows.iter().find(|r| r.tid == *tid).unwrap();
+        let p = &procfs.per_thread[tid];
+        eprintln!(
+            "{tid} {}: run delay {} / {} ns, ran {} / {} ns, {} runs, migrations {}, switches {} + {}",
+            r.comm, r.run_delay_ns, p.run_delay_ns, r.exec_ns, p.exec_ns, r.run_count,
+            r.nr_migrations, r.nvcsw, r.nivcsw
+        );
+        assert_eq!(r.comm, p.comm);
+        assert!(r.comm.starts_with("kitty-t"));
+        assert_eq!(r.run_delay_ns, p.run_delay_ns, "run delay of parked {tid}");
+        assert_eq!(r.exec_ns, p.exec_ns, "CPU time of parked {tid}");
+        assert!(
+            r.exec_ns > 1_000_000,
+            "it ran (30 ms of yields): {}",
+            r.exec_ns
+        );
+        assert!(r.run_count > 1);
+        let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).unwrap();
+        assert_eq!(
+            Some(r.nr_migrations),
+            kitty_core::sources::sched::parse_nr_migrations(&sched)
+        );
+        assert_eq!(r.nvcsw, status_field(*tid, "voluntary_ctxt_switches:"));
+        assert_eq!(r.nivcsw, status_field(*tid, "nonvoluntary_ctxt_switches:"));
+    }
+    // The whole process: procfs read after the iterator, so only the running
+    // threads' counters may have grown, and not by much.
+    assert!(procfs.exec_ns >= rows.iter().map(|r| r.exec_ns).sum::<u64>());
+    assert!(procfs.run_delay_ns >= rows.iter().map(|r| r.run_delay_ns).sum::<u64>());
+    assert!(procfs.nr_migrations >= rows.iter().map(|r| r.nr_migrations).sum::<u64>());
+
+    // An unwatched process gives no rows: the filter is in the kernel.
+    assert!(it
+        .read(&[1].into_iter().collect())
+        .unwrap()
+        .iter()
+        .all(|r| r.tgid == 1));
+    assert!(it.read(&Default::default()).unwrap().is_empty());
+
+    drop(stop_tx);
+    for h in handles {
+        h.join().unwrap();
+    }
+}
