@@ -22,6 +22,7 @@ pub mod prometheus;
 pub mod rdma;
 pub mod sched;
 pub mod sockdiag;
+pub mod status;
 pub mod tasks;
 pub mod tcp_table;
 

@@ -4,8 +4,9 @@
 //! drops it and emits a "rank exited" event.
 
 use super::sched::parse_nr_migrations;
+use super::status::parse_status;
 use super::tasks::TaskRow;
-use procfs::process::{Io, Schedstat, Stat, Status};
+use procfs::process::{Io, Schedstat, Stat};
 use procfs::FromRead;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -86,6 +87,15 @@ pub enum ReadError {
     Other(String),
 }
 
+/// A plain read's error: gone (ENOENT, ESRCH) or not.
+fn classify_io(e: std::io::Error) -> ReadError {
+    if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
+        ReadError::Gone
+    } else {
+        ReadError::Other(e.to_string())
+    }
+}
+
 fn classify(e: procfs::ProcError) -> ReadError {
     match e {
         procfs::ProcError::NotFound(_) => ReadError::Gone,
@@ -118,23 +128,20 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
-    let status = Status::from_file(dir.join("status")).map_err(classify)?;
+    let status = std::fs::read_to_string(dir.join("status"))
+        .map(|t| parse_status(&t))
+        .map_err(classify_io)?;
     let io = Io::from_file(dir.join("io")).ok();
     let mut sample = ProcSample {
         pid: stat.pid as u32,
-        own_pid: status
-            .nspid
-            .as_ref()
-            .and_then(|n| n.last())
-            .and_then(|p| u32::try_from(*p).ok())
-            .unwrap_or(stat.pid as u32),
+        own_pid: status.own_pid.unwrap_or(stat.pid as u32),
         start_time: stat.starttime,
         comm: stat.comm.clone(),
         state: stat.state,
         cpu_ticks: stat.utime + stat.stime,
         threads: stat.num_threads.max(0) as u64,
         rss_bytes: status
-            .vmrss
+            .vmrss_kb
             .map(|kb| kb * 1024)
             .or(Some(stat.rss * page_size)),
         ctx_voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
