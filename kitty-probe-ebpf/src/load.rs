@@ -5,7 +5,7 @@
 
 use aya::programs::{BtfTracePoint, FEntry, KProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// Why a probe did not load or attach, in words an operator can act on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -73,18 +73,39 @@ fn raise_memlock() {
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) };
 }
 
-/// Loads an object (maps created, nothing attached yet).
-pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf> {
-    raise_memlock();
-    kernel_btf()?;
+/// A loader reading CO-RE relocations against the one parsed kernel BTF.
+/// (`EbpfLoader::new` parses the kernel's BTF, several MB, on its own: once
+/// per object before this was shared.)
+fn loader<'a>() -> Result<EbpfLoader<'a>> {
+    let btf = kernel_btf()?;
     let mut loader = EbpfLoader::new();
+    loader.btf(Some(btf));
     // Task storage (runq) is used only by the kernel side; aya has no
     // user-space type for it, which is fine.
     loader.allow_unsupported_maps();
-    for (name, v) in globals {
-        loader.override_global(name, v, true);
+    Ok(loader)
+}
+
+/// Loads an object (maps created, nothing attached yet). Objects without
+/// globals share one loader, so that the probes' start parses the kernel's
+/// BTF twice (ours and the shared loader's) rather than once per object.
+pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf> {
+    raise_memlock();
+    if globals.is_empty() {
+        static SHARED: OnceLock<std::result::Result<Mutex<EbpfLoader<'static>>, ProbeError>> =
+            OnceLock::new();
+        let shared = SHARED
+            .get_or_init(|| loader().map(Mutex::new))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let mut l = shared.lock().unwrap_or_else(|e| e.into_inner());
+        return l.load(bytes).map_err(|e| reason(&e));
     }
-    loader.load(bytes).map_err(|e| reason(&e))
+    let mut l = loader()?;
+    for (name, v) in globals {
+        l.override_global(name, v, true);
+    }
+    l.load(bytes).map_err(|e| reason(&e))
 }
 
 /// An aya error as a [`ProbeError`], with the usual causes recognised.

@@ -181,6 +181,27 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
         delay[0],
         delay[1]
     );
+    // doctor says the same.
+    let check = |extra: &[&str]| {
+        let out = run_ok(
+            Command::new(kitty_bin())
+                .args(["doctor", "--json"])
+                .args(extra),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "ebpf.tasks")
+            .cloned()
+            .unwrap_or_else(|| panic!("no ebpf.tasks check: {v:#}"))
+    };
+    let on = check(&[]);
+    assert_eq!(on["status"], "ok", "{on}");
+    let off = check(&["--no-task-iter"]);
+    assert_eq!(off["status"], "warn", "{off}");
+    assert!(off["detail"].as_str().unwrap().contains("procfs"), "{off}");
 }
 
 /// Where the iterator cannot load (here: an unprivileged user, who may not
