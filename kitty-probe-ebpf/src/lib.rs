@@ -9,6 +9,7 @@ pub mod events;
 pub mod flow;
 pub mod hist;
 pub mod load;
+mod map_iter;
 pub mod profile;
 pub mod rtt;
 pub mod runq;

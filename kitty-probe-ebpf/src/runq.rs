@@ -5,6 +5,7 @@
 
 use crate::hist::{Hist, RawHist};
 use crate::load::{self, objects, ProbeError};
+use crate::map_iter::MapIter;
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
@@ -31,6 +32,40 @@ struct Culprit {
 // SAFETY: repr(C) plain data with explicit padding.
 unsafe impl aya::Pod for Culprit {}
 
+/// (rank, task, wait ns): a charge as the tests compare them.
+pub type Charge = (u32, u32, u64);
+
+/// A row of `dump_culprits`: the key, then the value.
+const CULPRIT_ROW: usize = std::mem::size_of::<CulpritKey>() + std::mem::size_of::<Culprit>();
+
+fn culprit_row(b: &[u8]) -> (CulpritKey, Culprit) {
+    let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+    (
+        CulpritKey {
+            rank: u32_at(0),
+            tgid: u32_at(4),
+        },
+        Culprit {
+            wait_ns: u64::from_ne_bytes(b[8..16].try_into().unwrap()),
+            cpu: u32_at(16),
+            _pad: 0,
+        },
+    )
+}
+
+/// Loads the culprit map's iterator program and links it to the map.
+fn culprit_iter(ebpf: &mut Ebpf, map: &aya::maps::Map) -> Result<MapIter, ProbeError> {
+    let aya::maps::Map::HashMap(data) = map else {
+        return Err(ProbeError::Missing("culprits as a hash map".into()));
+    };
+    let p: &mut aya::programs::Iter = load::program(ebpf, "dump_culprits")?;
+    p.load("bpf_map_elem", load::kernel_btf()?)
+        .map_err(|e| load::reason(&e))?;
+    let prog = p.fd().map_err(|e| load::reason(&e))?;
+    use std::os::fd::AsFd;
+    MapIter::new(prog.as_fd(), data.fd().as_fd())
+}
+
 /// How a culprit is shown: its comm and container.
 #[derive(Clone, Default)]
 struct Named {
@@ -49,6 +84,9 @@ pub struct RunqProbe {
     watched: SlotFilter,
     hists: BpfHashMap<MapData, u32, RawHist>,
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
+    /// The culprit map in one read, where the kernel has map iterators
+    /// (else two bpf() calls per entry through `culprits`).
+    culprit_iter: Option<MapIter>,
     prev: HashMap<u32, RawHist>,
     /// Last total per (rank, culprit) and when it last grew.
     charged: HashMap<CulpritKey, (u64, u64)>,
@@ -71,12 +109,17 @@ impl RunqProbe {
         let overflow = load::take_map(&mut ebpf, "watched")?;
         let slots = load::take_map(&mut ebpf, "watch_slots")?;
         let hists = load::take_map(&mut ebpf, "runq_hist")?;
-        let culprits = load::take_map(&mut ebpf, "culprits")?;
+        let raw = ebpf
+            .take_map("culprits")
+            .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
+        let culprit_iter = culprit_iter(&mut ebpf, &raw).ok();
+        let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched: SlotFilter::new(slots, overflow),
             hists,
             culprits,
+            culprit_iter,
             prev: HashMap::new(),
             charged: HashMap::new(),
             names: HashMap::new(),
@@ -164,6 +207,32 @@ impl RunqProbe {
         }
     }
 
+    /// Every charge in the kernel's map: one read through the map iterator
+    /// when it linked (a failed read falls back for that tick).
+    fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
+        if let Some(Ok(rows)) = self.culprit_iter.as_mut().map(|it| it.read(CULPRIT_ROW)) {
+            return rows.map(culprit_row).collect();
+        }
+        self.culprits.iter().filter_map(Result::ok).collect()
+    }
+
+    /// The charges read both ways, sorted (for the test that they agree).
+    #[doc(hidden)]
+    pub fn culprits_both_ways(&mut self) -> Option<(Vec<Charge>, Vec<Charge>)> {
+        let flat = |v: Vec<(CulpritKey, Culprit)>| {
+            let mut v: Vec<_> = v
+                .into_iter()
+                .map(|(k, c)| (k.rank, k.tgid, c.wait_ns))
+                .collect();
+            v.sort();
+            v
+        };
+        let rows = self.culprit_iter.as_mut()?.read(CULPRIT_ROW).ok()?;
+        let via_iter = flat(rows.map(culprit_row).collect());
+        let via_calls = flat(self.culprits.iter().filter_map(Result::ok).collect());
+        Some((via_iter, via_calls))
+    }
+
     /// This tick's charges per rank: (culprit tgid, ns, cpu); old and
     /// orphaned entries are removed from the kernel.
     fn read_culprits(
@@ -173,8 +242,7 @@ impl RunqProbe {
     ) -> HashMap<u32, Vec<(u32, u64, u32)>> {
         let mut out: HashMap<u32, Vec<(u32, u64, u32)>> = HashMap::new();
         let mut reap = Vec::new();
-        let entries: Vec<(CulpritKey, Culprit)> =
-            self.culprits.iter().filter_map(Result::ok).collect();
+        let entries = self.culprit_entries();
         for (k, c) in entries {
             if !ranks.contains(&k.rank) {
                 reap.push(k);

@@ -5,7 +5,7 @@
 use super::procs::Sample;
 use crate::model::rates::rate;
 use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
-use crate::sources::netstat::{parse_pairs, KEPT};
+use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::SockDiag;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
 use crate::sources::Roots;
@@ -96,14 +96,11 @@ impl SocketReader {
             let mut all = BTreeMap::new();
             for f in ["net/snmp", "net/netstat"] {
                 if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
-                    all.extend(parse_pairs(&t));
+                    all.extend(parse_kept(&t));
                 }
             }
-            let counters: BTreeMap<Text, u64> = all
-                .into_iter()
-                .filter(|(k, _)| KEPT.contains(&k.as_str()))
-                .map(|(k, v)| (Text::new(&k), v))
-                .collect();
+            let counters: BTreeMap<Text, u64> =
+                all.into_iter().map(|(k, v)| (Text::new(&k), v)).collect();
             let mut signals = Signals::new();
             if let (Some(dt), Some(prev)) = (dt_s, self.prev_netns.get(&ns)) {
                 for (k, sig) in [

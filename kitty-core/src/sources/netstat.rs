@@ -6,6 +6,22 @@ use std::collections::BTreeMap;
 
 /// Returns `Prefix.Name -> value` for every numeric field in the file.
 pub fn parse_pairs(text: &str) -> BTreeMap<String, u64> {
+    parse_pairs_where(text, |_, _| true)
+}
+
+/// The [`KEPT`] counters only: what a tick reads (naming every field of
+/// both files, ~150, was most of a network namespace's cost per tick).
+pub fn parse_kept(text: &str) -> BTreeMap<String, u64> {
+    parse_pairs_where(text, |prefix, name| {
+        KEPT.iter().any(|k| {
+            k.split_once('.')
+                .is_some_and(|(p, n)| p == prefix && n == name)
+        })
+    })
+}
+
+/// `Prefix.Name -> value` for the fields `keep(prefix, name)` accepts.
+fn parse_pairs_where(text: &str, keep: impl Fn(&str, &str) -> bool) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut lines = text.lines();
     while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
@@ -18,6 +34,9 @@ pub fn parse_pairs(text: &str) -> BTreeMap<String, u64> {
             break;
         }
         for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            if !keep(p1, n) {
+                continue;
+            }
             // Negative values (Tcp MaxConn is -1) are not counters: skip them.
             if let Ok(v) = v.parse::<u64>() {
                 out.insert(format!("{p1}.{n}"), v);
@@ -59,6 +78,18 @@ mod tests {
         let netstat = parse_pairs(include_str!("../../tests/fixtures/proc/net_netstat"));
         assert!(netstat.contains_key("TcpExt.TCPTimeouts"));
         assert!(netstat.contains_key("IpExt.InOctets"));
+    }
+
+    #[test]
+    fn the_kept_counters_are_the_same_either_way() {
+        let mut text = include_str!("../../tests/fixtures/proc/net_snmp").to_string();
+        text.push_str(include_str!("../../tests/fixtures/proc/net_netstat"));
+        let all = parse_pairs(&text);
+        let kept = parse_kept(&text);
+        assert_eq!(kept.len(), KEPT.len(), "{kept:?}");
+        for (k, v) in &kept {
+            assert_eq!(all.get(k), Some(v), "{k}");
+        }
     }
 
     #[test]

@@ -71,6 +71,17 @@ struct task_struct___pre514 { long state; } PRESERVE;
 
 struct linux_binprm { const char *filename; } PRESERVE;
 
+/* BPF iterators' contexts (the kernel's bpf_iter__* types). */
+struct seq_file;
+struct bpf_map;
+struct bpf_iter_meta { struct seq_file *seq; } PRESERVE;
+struct bpf_iter__bpf_map_elem {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	void *key;
+	void *value;
+} PRESERVE;
+
 struct __sk_buff;
 
 #define AF_INET 2

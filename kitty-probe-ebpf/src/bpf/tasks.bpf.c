@@ -11,8 +11,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-struct seq_file;
-struct bpf_iter_meta { struct seq_file *seq; } PRESERVE;
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
