@@ -69,7 +69,15 @@ impl Probes {
             (Source::EbpfRtt, st(&self.rtt, &rtt_strategy)),
             (
                 Source::EbpfRunq,
-                st(&self.runq, "tp_btf/sched_wakeup+sched_switch"),
+                st(
+                    &self.runq,
+                    match &self.runq {
+                        Ok(p) if p.reads_in_one_pass() => {
+                            "tp_btf/sched_wakeup+sched_switch, culprits by iter/bpf_map_elem"
+                        }
+                        _ => "tp_btf/sched_wakeup+sched_switch",
+                    },
+                ),
             ),
             (
                 Source::EbpfFlow,

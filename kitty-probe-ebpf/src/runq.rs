@@ -207,6 +207,11 @@ impl RunqProbe {
         }
     }
 
+    /// Whether the culprit map is read through its iterator.
+    pub fn reads_in_one_pass(&self) -> bool {
+        self.culprit_iter.is_some()
+    }
+
     /// Every charge in the kernel's map: one read through the map iterator
     /// when it linked (a failed read falls back for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
