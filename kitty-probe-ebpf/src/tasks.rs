@@ -9,7 +9,8 @@ use crate::load::{self, objects, ProbeError};
 use crate::watched::WatchedSet;
 use aya::programs::Iter;
 use aya::Ebpf;
-use kitty_core::sources::tasks::{clock_ticks, TaskCounters, TaskRow};
+use kitty_core::sources::clock_ticks;
+use kitty_core::sources::tasks::{TaskCounters, TaskRow};
 use std::collections::BTreeSet;
 use std::io::Read;
 

@@ -167,21 +167,21 @@ impl Sampler {
             .filter(|d| *d > 0.0);
 
         let tgids = self.watch.ranks().map(|w| w.key.pid).collect();
-        let (rows, last_read) = self.tasks.read(&tgids);
-        let (samples, gone) =
-            self.procs
-                .read(&self.cfg.roots, self.watch.ranks(), rows.as_ref(), mono);
-        let tasks_status = self.tasks.status(&last_read, &samples);
+        let rows = self.tasks.read(&tgids);
+        let given = rows.as_ref().ok().and_then(Option::as_ref);
+        let (samples, gone) = self
+            .procs
+            .read(&self.cfg.roots, self.watch.ranks(), given, mono);
+        let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
-        let mut comm = self.comm_phase(&samples, mono, wall, &mut events);
-        comm.statuses
-            .extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
+        let comm = self.comm_phase(&samples, mono, wall, &mut events);
         let mut ranks = self
             .procs
             .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
-        let (nics, comm_sources) = comm.apply(&mut ranks, &self.collectives, mono);
+        let (nics, mut phase_sources) = comm.apply(&mut ranks, &self.collectives, mono);
+        phase_sources.extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
 
         let mut host = host::build_host(
             &crate::sources::host::read_host(&self.cfg.roots),
@@ -196,7 +196,7 @@ impl Sampler {
                 host.busy = busy;
             }
         }
-        let sources = self.sources(wall, comm_sources, &mut events);
+        let sources = self.sources(wall, phase_sources, &mut events);
         self.prev_mono = Some(mono);
         let frame = Frame {
             version: crate::model::FRAME_VERSION,

@@ -6,8 +6,9 @@
 
 use crate::model::{BusyProcess, Text};
 use crate::sources::labels::container_from_cgroup;
+use crate::sources::status::read_status;
 use crate::sources::Roots;
-use procfs::process::{Stat, Status};
+use procfs::process::Stat;
 use procfs::FromRead;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -44,8 +45,7 @@ impl Neighbours {
             .last_scan_ns
             .map(|t| now_ns.saturating_sub(t) as f64 / 1e9);
         self.last_scan_ns = Some(now_ns);
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = crate::sources::clock_ticks() as f64;
         let me = std::process::id();
         let mut next = HashMap::new();
         let mut busy: Vec<(u32, String, f64)> = Vec::new();
@@ -83,7 +83,7 @@ impl Neighbours {
             busy.into_iter()
                 .map(|(pid, comm, cpu_pct)| {
                     let dir = roots.pid_dir(pid);
-                    let affinity = Status::from_file(dir.join("status"))
+                    let affinity = read_status(&dir)
                         .ok()
                         .and_then(|s| s.cpus_allowed_list)
                         .unwrap_or_default();

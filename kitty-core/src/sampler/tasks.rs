@@ -13,13 +13,6 @@ pub(super) enum Tasks {
     Procfs(Option<String>),
 }
 
-/// How the last read went, for the status.
-pub(super) enum LastRead {
-    Rows,
-    Failed(String),
-    Procfs,
-}
-
 impl Tasks {
     /// Opens the configured source; an iterator that does not open leaves
     /// procfs, with the reason.
@@ -33,20 +26,19 @@ impl Tasks {
         }
     }
 
-    /// This tick's rows for the watched processes (None: read procfs).
-    pub fn read(&mut self, tgids: &BTreeSet<u32>) -> (Option<RowsByTgid>, LastRead) {
+    /// This tick's rows for the watched processes: None on the procfs
+    /// path, an error when the iterator's read failed (procfs this tick).
+    pub fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Option<RowsByTgid>, String> {
         match self {
-            Tasks::Procfs(_) => (None, LastRead::Procfs),
-            Tasks::Iterator(_) if tgids.is_empty() => (Some(Default::default()), LastRead::Rows),
-            Tasks::Iterator(it) => match it.read(tgids) {
-                Ok(rows) => (Some(by_tgid(rows)), LastRead::Rows),
-                Err(e) => (None, LastRead::Failed(e)),
-            },
+            Tasks::Procfs(_) => Ok(None),
+            Tasks::Iterator(_) if tgids.is_empty() => Ok(Some(Default::default())),
+            Tasks::Iterator(it) => it.read(tgids).map(|rows| Some(by_tgid(rows))),
         }
     }
 
-    /// The `ebpf.tasks` status after a tick (None: not reported).
-    pub fn status(&self, last: &LastRead, samples: &[Sample]) -> Option<SourceStatus> {
+    /// The `ebpf.tasks` status after a tick whose read failed with
+    /// `failed` (None: not reported).
+    pub fn status(&self, failed: Option<&String>, samples: &[Sample]) -> Option<SourceStatus> {
         let strategy = match self {
             Tasks::Procfs(None) => return None,
             Tasks::Procfs(Some(why)) => {
@@ -56,11 +48,11 @@ impl Tasks {
             }
             Tasks::Iterator(it) => it.strategy(),
         };
-        Some(match last {
-            LastRead::Failed(e) => SourceStatus::degraded(format!(
+        Some(match failed {
+            Some(e) => SourceStatus::degraded(format!(
                 "{strategy} read failed ({e}); per-thread counters from procfs this tick"
             )),
-            _ => {
+            None => {
                 let fell_back = samples.iter().filter(|(_, s)| !s.threads_from_rows).count();
                 if fell_back == 0 {
                     SourceStatus::ok().with_strategy(strategy)
@@ -97,29 +89,28 @@ mod tests {
     #[test]
     fn an_iterator_that_does_not_open_leaves_procfs_with_the_reason() {
         let mut t = Tasks::open(&TaskSource::Iterator(|| Err("permission denied".into())));
-        let (rows, last) = t.read(&[1].into_iter().collect());
-        assert!(rows.is_none(), "procfs reads this tick");
-        let st = t.status(&last, &[]).unwrap();
+        let rows = t.read(&[1].into_iter().collect());
+        assert_eq!(rows, Ok(None), "procfs reads this tick");
+        let st = t.status(None, &[]).unwrap();
         assert_eq!(st.status, Status::Unavailable);
         assert_eq!(
             st.reason.as_deref(),
             Some("iter/task did not load: permission denied; per-thread counters from procfs")
         );
         assert!(Tasks::open(&TaskSource::Procfs(None))
-            .status(&LastRead::Procfs, &[])
+            .status(None, &[])
             .is_none());
     }
 
     #[test]
     fn a_failed_read_is_procfs_for_that_tick() {
         let mut t = Tasks::open(&TaskSource::Iterator(|| Ok(Box::new(Failing))));
-        let (rows, last) = t.read(&[1].into_iter().collect());
-        assert!(rows.is_none());
-        let st = t.status(&last, &[]).unwrap();
+        let rows = t.read(&[1].into_iter().collect());
+        let st = t.status(rows.as_ref().err(), &[]).unwrap();
         assert_eq!(st.status, Status::Degraded);
         assert!(st.reason.as_deref().unwrap().contains("EINTR"));
         // Nothing watched: no walk at all.
-        let (rows, _) = t.read(&BTreeSet::new());
-        assert!(rows.is_some_and(|r| r.is_empty()));
+        let rows = t.read(&BTreeSet::new());
+        assert!(rows.is_ok_and(|r| r.is_some_and(|r| r.is_empty())));
     }
 }

@@ -82,8 +82,7 @@ const SETTLED_S: f64 = 5.0;
 
 /// Whether the process started more than SETTLED_S ago.
 fn settled(dir: &std::path::Path, uptime: Option<f64>) -> bool {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = super::clock_ticks() as f64;
     match (read_identity(dir), uptime) {
         (Some(id), Some(up)) => up - id.start_time as f64 / hz > SETTLED_S,
         _ => false,

@@ -28,6 +28,13 @@ pub mod tcp_table;
 
 use std::path::{Path, PathBuf};
 
+/// Clock ticks per second, the unit of /proc's times (USER_HZ).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|t| *t > 0).unwrap_or(100)
+}
+
 /// A source that adds to every frame after the sampler built it (GPU data,
 /// probe signals and events, a job's own step times). Enrichers run on the
 /// sampling thread in the order the pipeline lists them and must not block:

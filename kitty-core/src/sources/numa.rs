@@ -6,6 +6,7 @@
 //! another node than its GPU or NIC pays a cross-socket hop on every copy.
 //! A device the kernel gives no node (`-1`, a VM, one socket) has none.
 
+use super::status::parse_cpu_list;
 use crate::model::{NumaNode, Text};
 use std::path::Path;
 
@@ -22,25 +23,12 @@ pub fn nodes(sys: &Path) -> Vec<NumaNode> {
             let list = std::fs::read_to_string(e.path().join("cpulist")).ok()?;
             Some(NumaNode {
                 node: n,
-                cpus: cpu_list(list.trim())?,
+                cpus: parse_cpu_list(list.trim())?,
             })
         })
         .collect();
     out.sort_by_key(|n| n.node);
     out
-}
-
-/// A kernel CPU list (`0-15,32-47`, `3`) as inclusive ranges.
-fn cpu_list(s: &str) -> Option<Vec<(u32, u32)>> {
-    if s.is_empty() {
-        return Some(Vec::new());
-    }
-    s.split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
-            None => part.parse().ok().map(|v| (v, v)),
-        })
-        .collect()
 }
 
 fn node_file(p: &Path) -> Option<u32> {

@@ -4,7 +4,7 @@
 //! drops it and emits a "rank exited" event.
 
 use super::sched::parse_nr_migrations;
-use super::status::parse_status;
+use super::status::read_status;
 use super::tasks::TaskRow;
 use procfs::process::{Io, Schedstat, Stat};
 use procfs::FromRead;
@@ -99,9 +99,7 @@ fn classify_io(e: std::io::Error) -> ReadError {
 fn classify(e: procfs::ProcError) -> ReadError {
     match e {
         procfs::ProcError::NotFound(_) => ReadError::Gone,
-        procfs::ProcError::Io(ref io, _) if io.kind() == std::io::ErrorKind::NotFound => {
-            ReadError::Gone
-        }
+        procfs::ProcError::Io(io, _) => classify_io(io),
         other => ReadError::Other(other.to_string()),
     }
 }
@@ -128,9 +126,7 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
-    let status = std::fs::read_to_string(dir.join("status"))
-        .map(|t| parse_status(&t))
-        .map_err(classify_io)?;
+    let status = read_status(dir).map_err(classify_io)?;
     let io = Io::from_file(dir.join("io")).ok();
     let mut sample = ProcSample {
         pid: stat.pid as u32,

@@ -17,6 +17,11 @@ pub struct StatusFields {
     pub cpus_allowed_list: Option<Vec<(u32, u32)>>,
 }
 
+/// Reads and scans `<dir>/status`.
+pub fn read_status(dir: &std::path::Path) -> std::io::Result<StatusFields> {
+    std::fs::read_to_string(dir.join("status")).map(|t| parse_status(&t))
+}
+
 pub fn parse_status(text: &str) -> StatusFields {
     let mut f = StatusFields::default();
     for line in text.lines() {
@@ -36,7 +41,9 @@ pub fn parse_status(text: &str) -> StatusFields {
     f
 }
 
-/// `0-3,8,10-11` as inclusive ranges (None if any part is not a number).
+/// A kernel CPU list (`0-3,8,10-11`, `3`, empty) as inclusive ranges (None
+/// if any part is not a number): Cpus_allowed_list, and the NUMA nodes'
+/// `cpulist`.
 pub fn parse_cpu_list(s: &str) -> Option<Vec<(u32, u32)>> {
     s.split(',')
         .filter(|p| !p.is_empty())

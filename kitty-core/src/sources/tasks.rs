@@ -69,17 +69,6 @@ pub fn by_tgid(rows: Vec<TaskRow>) -> RowsByTgid {
     out
 }
 
-/// Clock ticks per second for /proc's times (USER_HZ).
-pub fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
