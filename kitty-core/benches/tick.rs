@@ -5,7 +5,6 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kitty_core::sampler::{Sampler, SamplerConfig};
-use kitty_core::sources::discovery::WatchRule;
 
 #[path = "support/children.rs"]
 mod children;
@@ -15,14 +14,7 @@ pub const THREADS: usize = 16;
 
 fn bench(c: &mut Criterion) {
     let (children, _keep) = children::spawn(8, 64, THREADS);
-    let cfg = SamplerConfig {
-        rule: WatchRule {
-            key: "KITTY_BENCH_NEVER_SET".into(),
-            value: "1".into(),
-            pids: children.clone(),
-        },
-        ..SamplerConfig::default()
-    };
+    let cfg = children::watching(&children);
     let mut s = Sampler::new(cfg);
     let f = s.tick();
     assert_eq!(f.ranks.len(), 8);

@@ -6,7 +6,6 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use kitty_core::model::{Source, Status};
 use kitty_core::sampler::{Sampler, SamplerConfig};
-use kitty_core::sources::discovery::WatchRule;
 use kitty_core::sources::tasks::TaskSource;
 
 #[path = "../../kitty-core/benches/support/children.rs"]
@@ -14,14 +13,7 @@ mod children;
 
 fn bench(c: &mut Criterion) {
     let (children, _keep) = children::spawn(8, 64, 16);
-    let cfg = SamplerConfig {
-        rule: WatchRule {
-            key: "KITTY_BENCH_NEVER_SET".into(),
-            value: "1".into(),
-            pids: children.clone(),
-        },
-        ..SamplerConfig::default()
-    };
+    let cfg = children::watching(&children);
     let mut via_iter = Sampler::new(SamplerConfig {
         tasks: TaskSource::Iterator(kitty_probe_ebpf::tasks::TaskIter::open),
         ..cfg.clone()

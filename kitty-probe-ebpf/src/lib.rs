@@ -8,8 +8,8 @@
 pub mod events;
 pub mod flow;
 pub mod hist;
+mod iter_link;
 pub mod load;
-mod map_iter;
 pub mod profile;
 pub mod rtt;
 pub mod runq;

@@ -4,8 +4,8 @@
 //! reads the charges back per rank, as a share of the rank's wait.
 
 use crate::hist::{Hist, RawHist};
+use crate::iter_link::IterLink;
 use crate::load::{self, objects, ProbeError};
-use crate::map_iter::MapIter;
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
@@ -54,7 +54,7 @@ fn culprit_row(b: &[u8]) -> (CulpritKey, Culprit) {
 }
 
 /// Loads the culprit map's iterator program and links it to the map.
-fn culprit_iter(ebpf: &mut Ebpf, map: &aya::maps::Map) -> Result<MapIter, ProbeError> {
+fn culprit_iter(ebpf: &mut Ebpf, map: &aya::maps::Map) -> Result<IterLink, ProbeError> {
     let aya::maps::Map::HashMap(data) = map else {
         return Err(ProbeError::Missing("culprits as a hash map".into()));
     };
@@ -63,7 +63,7 @@ fn culprit_iter(ebpf: &mut Ebpf, map: &aya::maps::Map) -> Result<MapIter, ProbeE
         .map_err(|e| load::reason(&e))?;
     let prog = p.fd().map_err(|e| load::reason(&e))?;
     use std::os::fd::AsFd;
-    MapIter::new(prog.as_fd(), data.fd().as_fd())
+    IterLink::new(prog.as_fd(), Some(data.fd().as_fd()))
 }
 
 /// How a culprit is shown: its comm and container.
@@ -86,7 +86,7 @@ pub struct RunqProbe {
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
     /// The culprit map in one read, where the kernel has map iterators
     /// (else two bpf() calls per entry through `culprits`).
-    culprit_iter: Option<MapIter>,
+    culprit_iter: Option<IterLink>,
     prev: HashMap<u32, RawHist>,
     /// Last total per (rank, culprit) and when it last grew.
     charged: HashMap<CulpritKey, (u64, u64)>,

@@ -1,10 +1,10 @@
 //! The task iterator (`iter/task`, bpf/tasks.bpf.c): every watched thread's
 //! scheduler and CPU counters in one read per tick, for the sampler (it is a
 //! [`TaskCounters`], not an enricher: it replaces procfs reads instead of
-//! adding to a frame). Each read creates a link and an iterator fd from the
-//! loaded program, reads the rows and closes both (aya hands out one
-//! iterator file per link).
+//! adding to a frame). The program is linked once; each read opens an
+//! iterator on the link and reads the rows ([`IterLink`]).
 
+use crate::iter_link::IterLink;
 use crate::load::{self, objects, ProbeError};
 use crate::watched::WatchedSet;
 use aya::programs::Iter;
@@ -12,7 +12,7 @@ use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
 use kitty_core::sources::tasks::{TaskCounters, TaskRow};
 use std::collections::BTreeSet;
-use std::io::Read;
+use std::os::fd::AsFd;
 
 const PROGRAM: &str = "kitty_tasks";
 
@@ -80,9 +80,9 @@ impl Row {
 }
 
 pub struct TaskIter {
-    ebpf: Ebpf,
+    _ebpf: Ebpf,
+    link: IterLink,
     watched: WatchedSet,
-    buf: Vec<u8>,
     ns_per_tick: u64,
 }
 
@@ -94,11 +94,13 @@ impl TaskIter {
         let p: &mut Iter = load::program(&mut ebpf, PROGRAM)?;
         p.load("task", btf)
             .map_err(|e| load::reason(&e).at("iter/task"))?;
+        let prog = p.fd().map_err(|e| load::reason(&e))?;
+        let link = IterLink::new(prog.as_fd(), None).map_err(|e| e.at("iter/task"))?;
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         let mut it = TaskIter {
-            ebpf,
+            _ebpf: ebpf,
+            link,
             watched,
-            buf: Vec::with_capacity(64 * ROW),
             ns_per_tick: 1_000_000_000 / clock_ticks(),
         };
         // One walk now: a kernel that loads the program but cannot run it
@@ -116,14 +118,7 @@ impl TaskIter {
 
     /// One walk of every task: the rows of the watched ones.
     fn walk(&mut self) -> Result<Vec<Row>, ProbeError> {
-        let p: &mut Iter = load::program(&mut self.ebpf, PROGRAM)?;
-        let id = p.attach().map_err(|e| load::reason(&e))?;
-        let link = p.take_link(id).map_err(|e| load::reason(&e))?;
-        let mut file = link.into_file().map_err(|e| load::reason(&e))?;
-        self.buf.clear();
-        file.read_to_end(&mut self.buf)
-            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
-        Ok(self.buf.chunks_exact(ROW).map(Row::from_bytes).collect())
+        Ok(self.link.read(ROW)?.map(Row::from_bytes).collect())
     }
 }
 

@@ -1,5 +1,6 @@
 //! The run-queue culprit map read through its map iterator (one read) holds
 //! the same charges as read entry by entry with bpf() calls.
+mod support;
 use kitty_core::model::{Frame, ProcKey, RankFrame};
 use kitty_probe_ebpf::runq::RunqProbe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,10 +8,7 @@ use std::sync::Arc;
 
 #[test]
 fn the_map_iterator_reads_what_lookups_read() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-        eprintln!("skipped: loading BPF needs root");
+    if !support::can_load_bpf() {
         return;
     }
     let mut probe = RunqProbe::start().expect("the run-queue probe attaches here");

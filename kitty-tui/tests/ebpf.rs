@@ -43,20 +43,17 @@ fn needs_root() -> bool {
     true
 }
 
-#[test]
-fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
-    let _g = serial();
-    if !needs_root() {
-        return;
-    }
+/// A ring job of `n` ranks where rank 1 shares the last CPU with a hog of
+/// `hog_threads` threads and its peers keep to CPU 0. False (and why) on a
+/// machine with one CPU.
+fn ring_beside_a_hog(procs: &mut Procs, n: usize, job: &str, hog_threads: u32) -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        return skip("needs two CPUs: one for the peers, one for the hog");
+        skip("needs two CPUs: one for the peers, one for the hog");
+        return false;
     }
-    // Rank 1 shares the last CPU with an 8-thread hog; its peers keep to CPU 0.
     let hog_cpu = cpus - 1;
-    let mut procs = Procs::default();
-    start_ring(&mut procs, 4, "runq", &|rank| {
+    start_ring(procs, n, job, &|rank| {
         let cpu = if rank == 1 { hog_cpu } else { 0 };
         vec![
             "--cpus".into(),
@@ -67,10 +64,24 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     });
     procs.push(
         Command::new(kitty_bin())
-            .args(["demo-hog", "--cpu", &hog_cpu.to_string(), "--threads", "8"])
+            .args(["demo-hog", "--cpu", &hog_cpu.to_string()])
+            .args(["--threads", &hog_threads.to_string()])
             .spawn()
             .unwrap(),
     );
+    true
+}
+
+#[test]
+fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
+    let _g = serial();
+    if !needs_root() {
+        return;
+    }
+    let mut procs = Procs::default();
+    if !ring_beside_a_hog(&mut procs, 4, "runq", 8) {
+        return;
+    }
     let snap = snapshot("6s", &[]);
     let ranks = ranks_of(&snap, "runq");
     let p99 = |r: u64| {
@@ -104,27 +115,10 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     if !needs_root() {
         return;
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        return skip("needs two CPUs: one for the peers, one for the hog");
-    }
-    let hog_cpu = cpus - 1;
     let mut procs = Procs::default();
-    start_ring(&mut procs, 3, "tasks", &|rank| {
-        let cpu = if rank == 1 { hog_cpu } else { 0 };
-        vec![
-            "--cpus".into(),
-            cpu.to_string(),
-            "--work".into(),
-            "1".into(),
-        ]
-    });
-    procs.push(
-        Command::new(kitty_bin())
-            .args(["demo-hog", "--cpu", &hog_cpu.to_string(), "--threads", "4"])
-            .spawn()
-            .unwrap(),
-    );
+    if !ring_beside_a_hog(&mut procs, 3, "tasks", 4) {
+        return;
+    }
     let via_iter = snapshot("3s", &[]);
     let via_procfs = snapshot("3s", &["--no-task-iter"]);
     let st = |s: &serde_json::Value| s["sources"]["ebpf.tasks"].clone();

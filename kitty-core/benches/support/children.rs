@@ -49,6 +49,18 @@ pub fn spawn(procs: usize, sockets: usize, threads: usize) -> (Vec<u32>, Vec<Tcp
     (children, keep)
 }
 
+/// A sampler configuration watching exactly these processes.
+pub fn watching(children: &[u32]) -> kitty_core::sampler::SamplerConfig {
+    kitty_core::sampler::SamplerConfig {
+        rule: kitty_core::sources::discovery::WatchRule {
+            key: "KITTY_BENCH_NEVER_SET".into(),
+            value: "1".into(),
+            pids: children.to_vec(),
+        },
+        ..Default::default()
+    }
+}
+
 /// Ends the children.
 pub fn kill(children: &[u32]) {
     for pid in children {

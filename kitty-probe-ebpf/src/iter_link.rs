@@ -1,9 +1,11 @@
-//! A BPF map iterator (`iter/bpf_map_elem`) bound to one map: the whole map
-//! in one `read()` instead of two `bpf()` calls (next key, lookup) per entry.
-//! aya 0.14's `Iter::attach` makes iterator links without a target map, so
-//! this module makes its link with the raw `bpf()` syscall
-//! (`BPF_LINK_CREATE` with the map's fd as iterator info) and opens one
-//! iterator on it per read (`BPF_ITER_CREATE`), which aya has no call for.
+//! A BPF iterator program's link, read once per tick: the task iterator
+//! (every watched thread) and a map iterator (`iter/bpf_map_elem`, bound to
+//! one map: the whole map in one `read()` instead of two `bpf()` calls per
+//! entry). aya 0.14's `Iter::attach` makes links without a target map and
+//! hands out one iterator file per link, so this module makes the link with
+//! the raw `bpf()` syscall (`BPF_LINK_CREATE`, with the map's fd as iterator
+//! info when there is one) and opens an iterator on it per read
+//! (`BPF_ITER_CREATE`, which aya has no call for).
 
 use crate::load::ProbeError;
 use std::fs::File;
@@ -35,43 +37,45 @@ fn bpf_fd(cmd: libc::c_long, attr: &mut [u64; 16]) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// An iterator program's link to one map.
-pub struct MapIter {
+/// A loaded iterator program's link (to one map, for a map iterator).
+pub struct IterLink {
     link: OwnedFd,
     buf: Vec<u8>,
 }
 
-impl MapIter {
-    /// Links the loaded `iter/bpf_map_elem` program to the map.
-    pub fn new(prog: BorrowedFd<'_>, map: BorrowedFd<'_>) -> Result<MapIter, ProbeError> {
+impl IterLink {
+    /// Links the loaded iterator program, to `map` for `iter/bpf_map_elem`.
+    pub fn new(prog: BorrowedFd<'_>, map: Option<BorrowedFd<'_>>) -> Result<IterLink, ProbeError> {
         // union bpf_iter_link_info: { map: { map_fd } }, 16 bytes.
         let mut info = [0u32; 4];
-        info[0] = map.as_raw_fd() as u32;
         let mut attr = [0u64; 16];
         // link_create: prog_fd, target_fd (0 for iterators), attach_type,
         // flags, then iter_info (a pointer) and iter_info_len.
         attr[0] = prog.as_raw_fd() as u32 as u64;
         attr[1] = BPF_TRACE_ITER as u64;
-        attr[2] = info.as_ptr() as u64;
-        attr[3] = std::mem::size_of_val(&info) as u64;
+        if let Some(map) = map {
+            info[0] = map.as_raw_fd() as u32;
+            attr[2] = info.as_ptr() as u64;
+            attr[3] = std::mem::size_of_val(&info) as u64;
+        }
         let link = bpf_fd(BPF_LINK_CREATE, &mut attr)
-            .map_err(|e| ProbeError::Kernel(format!("map iterator link: {e}")))?;
-        Ok(MapIter {
+            .map_err(|e| ProbeError::Kernel(format!("iterator link: {e}")))?;
+        Ok(IterLink {
             link,
             buf: Vec::new(),
         })
     }
 
-    /// Every element as the program wrote it, in rows of `row` bytes.
+    /// One walk: what the program wrote, in rows of `row` bytes.
     pub fn read(&mut self, row: usize) -> Result<std::slice::ChunksExact<'_, u8>, ProbeError> {
         let mut attr = [0u64; 16];
         attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
         let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
-            .map_err(|e| ProbeError::Kernel(format!("map iterator: {e}")))?;
+            .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
         self.buf.clear();
         File::from(fd)
             .read_to_end(&mut self.buf)
-            .map_err(|e| ProbeError::Kernel(format!("reading the map iterator: {e}")))?;
+            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
         Ok(self.buf.chunks_exact(row))
     }
 }
