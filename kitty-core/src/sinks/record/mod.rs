@@ -17,6 +17,7 @@
 //! 28-byte record heads, never the payloads. A reader refuses a newer major
 //! version; format 1 files (keyframes only) still replay.
 
+pub mod digits;
 mod reader;
 mod writer;
 

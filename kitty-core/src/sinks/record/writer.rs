@@ -78,7 +78,7 @@ impl Writer {
     }
 
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
-        let json = serde_json::to_vec(frame).expect("frames serialize");
+        let json = digits::to_vec(frame).expect("frames serialize");
         let io = |e| RecordError::Io(self.path.clone(), e);
         let key = self.frames.is_multiple_of(KEY_EVERY) || self.delta.is_none();
         let payload = if key {

@@ -1,0 +1,154 @@
+//! The recording's floats at five significant digits: rates, gauges and
+//! latencies are measured far less precisely than an f64's 17 digits, and
+//! those noise digits were a quarter of a recording's bytes. Integers
+//! (counters, ids, times) are written exactly.
+
+use serde_json::ser::{CompactFormatter, Formatter};
+use std::io::{self, Write};
+
+/// Significant digits a recorded float keeps (0.005 % relative at worst:
+/// 50 KB of a 1 GB RSS, 0.05 us of a 1 ms latency).
+pub const DIGITS: i32 = 5;
+
+/// `v` rounded to [`DIGITS`] significant digits; the result prints as at
+/// most that many digits (shortest round trip), because it is the nearest
+/// double to a short decimal.
+pub fn round(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let shift = DIGITS - 1 - decimal_exponent(v.abs());
+    if shift >= 0 {
+        // m / 10^k: one correctly rounded division (10^k is exact to 22).
+        let p = pow10(shift.min(22));
+        (v * p).round() / p
+    } else {
+        // m * 10^j: the nearest double to that decimal.
+        let p = pow10((-shift).min(22));
+        (v / p).round() * p
+    }
+}
+
+/// floor(log10(a)) for a finite a > 0, from the binary exponent and one
+/// or two comparisons (log10 itself was most of the rounding's cost).
+fn decimal_exponent(a: f64) -> i32 {
+    let e2 = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    if !(-60..=60).contains(&e2) {
+        return a.log10().floor() as i32;
+    }
+    // log10(2) = 0.30103: a guess off by at most one.
+    let mut e = (e2 as f64 * std::f64::consts::LOG10_2).floor() as i32;
+    if a < pow10(e) {
+        e -= 1;
+    } else if a >= pow10(e + 1) {
+        e += 1;
+    }
+    e
+}
+
+/// 10^e for |e| <= 22 from a table of exact powers (their inverses for
+/// negative e are the nearest doubles, enough for the comparisons above).
+fn pow10(e: i32) -> f64 {
+    const P: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    if e >= 0 {
+        P[e.min(22) as usize]
+    } else if e >= -22 {
+        1.0 / P[(-e) as usize]
+    } else {
+        10f64.powi(e)
+    }
+}
+
+/// serde_json's compact output with every float rounded by [`round`].
+pub struct Rounded;
+
+impl Formatter for Rounded {
+    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, v: f64) -> io::Result<()> {
+        CompactFormatter.write_f64(w, round(v))
+    }
+
+    fn write_f32<W: ?Sized + Write>(&mut self, w: &mut W, v: f32) -> io::Result<()> {
+        CompactFormatter.write_f64(w, round(v as f64))
+    }
+}
+
+/// What a recording gives back for `value`: its floats rounded.
+pub fn recorded<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) -> T {
+    serde_json::from_slice(&to_vec(value).expect("serializes")).expect("reads back")
+}
+
+/// A value's JSON with rounded floats.
+pub fn to_vec<T: serde::Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(32 << 10);
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out, Rounded,
+    ))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_digits_print_as_five_digits() {
+        for (v, want) in [
+            (699.9072510907145, "699.91"),
+            (0.0012345678, "0.0012346"),
+            (43_655_333_333.0, "43655000000.0"),
+            (-2.776315789473684, "-2.7763"),
+            (1502.7199999999993, "1502.7"),
+            (24_493_527_040.0, "24494000000.0"),
+            (2.0, "2.0"),
+            (0.0, "0.0"),
+            (9.999951, "10.0"),
+        ] {
+            let got = String::from_utf8(to_vec(&v).unwrap()).unwrap();
+            assert_eq!(got, want, "{v}");
+        }
+    }
+
+    #[test]
+    fn rounding_stays_within_half_a_unit_of_the_last_digit() {
+        let mut x = 1.234_567e-7;
+        while x < 1e18 {
+            for v in [x, -x, x * 7.77] {
+                let r = round(v);
+                assert!(((r - v) / v).abs() <= 5e-5, "{v} -> {r}");
+                let text = serde_json::to_string(&r).unwrap();
+                let digits = text
+                    .trim_start_matches('-')
+                    .split('e')
+                    .next()
+                    .unwrap()
+                    .chars()
+                    .filter(char::is_ascii_digit)
+                    .collect::<String>();
+                let significant = digits.trim_start_matches('0').trim_end_matches('0');
+                assert!(significant.len() <= DIGITS as usize, "{v} -> {text}");
+            }
+            x *= 3.1;
+        }
+    }
+
+    #[test]
+    fn the_decimal_exponent_is_exact_at_every_power_of_ten() {
+        for k in -18..=18 {
+            let p: f64 = format!("1e{k}").parse().unwrap();
+            assert_eq!(decimal_exponent(p), k, "10^{k}");
+            assert_eq!(decimal_exponent(p.next_down()), k - 1, "below 10^{k}");
+            assert_eq!(decimal_exponent(p * 9.99), k, "9.99 x 10^{k}");
+        }
+        assert_eq!(decimal_exponent(1e300), 300);
+        assert_eq!(decimal_exponent(2.5e-300), -300);
+    }
+
+    #[test]
+    fn non_finite_values_are_left_to_serde() {
+        assert!(round(f64::NAN).is_nan());
+        assert_eq!(round(f64::INFINITY), f64::INFINITY);
+    }
+}
