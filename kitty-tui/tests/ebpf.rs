@@ -136,6 +136,7 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
 
     let per_thread = ["cpu_pct", "run_delay_ms_per_s", "migrations_per_s"];
     let mut delay = Vec::new();
+    let mut switches = Vec::new();
     for snap in [&via_iter, &via_procfs] {
         let ranks = ranks_of(snap, "tasks");
         assert_eq!(ranks.len(), 3);
@@ -167,7 +168,15 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
             d(2)
         );
         delay.push(d(1));
+        switches.push(signal(of(0), "ctx_voluntary_per_s"));
     }
+    // The leader's context switches: its task row, or `status`.
+    assert!(
+        switches[0] < 3.0 * switches[1].max(1.0) && switches[1] < 3.0 * switches[0].max(1.0),
+        "voluntary switches/s: iterator {} vs procfs {}",
+        switches[0],
+        switches[1]
+    );
     // One steady load, two paths: the same order of magnitude.
     assert!(
         delay[0] < 3.0 * delay[1] && delay[1] < 3.0 * delay[0],

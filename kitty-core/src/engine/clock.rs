@@ -28,16 +28,19 @@ impl Ticker {
         missed
     }
 
-    /// Sleeps until the next tick is due (or `stop`); returns the ticks
-    /// missed. Lateness is measured when the tick is taken, so a stall
-    /// during the sleep (a stopped process, a paused VM) counts too.
+    /// Parks until the next tick is due (or `stop`: whoever sets it
+    /// unparks this thread); returns the ticks missed. One wakeup per tick,
+    /// not a poll: each wakeup of an idle sampler is a context switch.
+    /// Lateness is measured when the tick is taken, so a stall during the
+    /// wait (a stopped process, a paused VM) counts too.
     pub fn wait(&mut self, stop: &AtomicBool) -> u64 {
         while !stop.load(Ordering::SeqCst) {
             let now = Instant::now();
             if now >= self.next {
                 break;
             }
-            std::thread::sleep((self.next - now).min(Duration::from_millis(50)));
+            // Returns early on an unpark (or spuriously): the loop checks.
+            std::thread::park_timeout(self.next - now);
         }
         self.take(Instant::now())
     }

@@ -52,6 +52,9 @@ impl Pipeline {
     }
 }
 
+/// How often a drive loop looks at its stop flag while no frame comes.
+const POLL_STOP: Duration = Duration::from_millis(250);
+
 pub struct Engine {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -126,6 +129,8 @@ impl Engine {
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
+            // The sampler parks between ticks: wake it to see the flag.
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -165,10 +170,16 @@ impl Frames {
             if stop.load(Ordering::SeqCst) {
                 return Ok(End::Stopped);
             }
-            if until.is_some_and(|d| start.elapsed() >= d) {
+            let left = until.map(|d| d.saturating_sub(start.elapsed()));
+            if left == Some(Duration::ZERO) {
                 return Ok(End::Elapsed);
             }
-            match self.recv_timeout(Duration::from_millis(100)) {
+            // `stop` is set from a signal handler, which cannot wake the
+            // queue: it is polled, at a quarter second (a wakeup costs a
+            // context switch; a stop within 250 ms is soon enough), and
+            // `until` is kept to the millisecond.
+            let wait = left.map_or(POLL_STOP, |l| l.min(POLL_STOP));
+            match self.recv_timeout(wait) {
                 Recv::Frame(f) => {
                     if sink(*f)?.is_break() {
                         return Ok(End::Stopped);

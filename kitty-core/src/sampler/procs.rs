@@ -7,14 +7,15 @@ use crate::model::rates::rate;
 use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::Watched;
-use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse};
+use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse, StatusReuse};
 use crate::sources::tasks::RowsByTgid;
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// How often the per-thread `sched` files (migrations) are read.
+/// How often the per-thread `sched` files (migrations) are read, and
+/// `status` when the task iterator gives the context switches.
 const SCHED_EVERY: Duration = Duration::from_secs(2);
 
 /// What the previous tick left for rate computation.
@@ -22,6 +23,8 @@ pub(super) struct ProcPrev {
     pub sample: ProcSample,
     /// Monotonic ns of the last full fd scan.
     fd_scan_ns: u64,
+    /// Monotonic ns of the last `status` read.
+    status_ns: u64,
     /// Last read of the migration counters (monotonic ns, total) and the rate
     /// it gave, carried between reads.
     pub migrations: Option<(u64, u64)>,
@@ -86,6 +89,14 @@ impl ProcReader {
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
                 tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),
+                // `status` every SCHED_EVERY too, when the rows give what
+                // changes every tick (used only with them).
+                status: prev
+                    .filter(|p| mono.saturating_sub(p.status_ns) < SCHED_EVERY.as_nanos() as u64)
+                    .map(|p| StatusReuse {
+                        own_pid: p.sample.own_pid,
+                        affinity: p.sample.affinity_cpus.map(|_| p.sample.affinity.as_slice()),
+                    }),
             };
             match read_process(&dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => samples.push((w.clone(), s)),
@@ -159,11 +170,16 @@ impl ProcReader {
                 Some(p) if !s.fds_rescanned => p.fd_scan_ns,
                 _ => mono,
             };
+            let status_ns = match prev {
+                Some(p) if !s.status_read => p.status_ns,
+                _ => mono,
+            };
             next.insert(
                 w.key,
                 ProcPrev {
                     sample: s,
                     fd_scan_ns,
+                    status_ns,
                     migrations,
                     migrations_rate,
                     cfs_ns,

@@ -1,10 +1,12 @@
 //! Per-process readers: /proc/<pid>/{stat,status,io,fd,task/*/schedstat,task/*/sched}.
+//! With the task iterator's rows, task/* is not read and `status` only when
+//! due (the sampler says when).
 //!
 //! Every reader tolerates the process vanishing mid-read: the sampler then
 //! drops it and emits a "rank exited" event.
 
 use super::sched::parse_nr_migrations;
-use super::status::read_status;
+use super::status::{read_status, StatusFields};
 use super::tasks::TaskRow;
 use procfs::process::{Io, Schedstat, Stat};
 use procfs::FromRead;
@@ -44,6 +46,9 @@ pub struct ProcSample {
     pub uverbs: Vec<u32>,
     /// Whether the fd links were read this time (false: reused, count unchanged).
     pub fds_rescanned: bool,
+    /// Whether `status` was read this time (false: its slow fields reused,
+    /// the context switches from the leader's task row).
+    pub status_read: bool,
     /// Whether the per-thread counters came from the task iterator's rows
     /// (false: from task/*/schedstat).
     pub threads_from_rows: bool,
@@ -71,6 +76,18 @@ pub struct Reuse<'a> {
     /// used instead of task/*/{schedstat,sched,comm} when they are of this
     /// very process (same start time).
     pub tasks: Option<&'a [TaskRow]>,
+    /// What `status` said last time, lent while it is not due again: with
+    /// the iterator's rows the leader's context switches come from its
+    /// row and the RSS from `stat`, so `status` (large, ~55 formatted
+    /// fields) is only needed for what rarely changes.
+    pub status: Option<StatusReuse<'a>>,
+}
+
+/// The slow-changing fields of the last `status` read.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusReuse<'a> {
+    pub own_pid: u32,
+    pub affinity: Option<&'a [(u32, u32)]>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,7 +143,24 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
-    let status = read_status(dir).map_err(classify_io)?;
+    // The iterator's rows, when they are of this very process.
+    let rows = reuse.tasks.filter(|rows| {
+        rows.first()
+            .is_some_and(|r| r.start_ticks == stat.starttime)
+    });
+    let leader = rows.and_then(|rows| rows.iter().find(|r| r.tid == stat.pid as u32));
+    let status_read = leader.is_none() || reuse.status.is_none();
+    let status = match (leader, reuse.status) {
+        // The same numbers `status` prints: the leader's own counts.
+        (Some(l), Some(prev)) => StatusFields {
+            own_pid: Some(prev.own_pid),
+            vmrss_kb: None,
+            voluntary_ctxt_switches: Some(l.nvcsw),
+            nonvoluntary_ctxt_switches: Some(l.nivcsw),
+            cpus_allowed_list: prev.affinity.map(<[_]>::to_vec),
+        },
+        _ => read_status(dir).map_err(classify_io)?,
+    };
     let io = Io::from_file(dir.join("io")).ok();
     let mut sample = ProcSample {
         pid: stat.pid as u32,
@@ -146,17 +180,12 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         affinity: status.cpus_allowed_list.clone().unwrap_or_default(),
         io_read_bytes: io.as_ref().map(|i| i.read_bytes),
         io_write_bytes: io.as_ref().map(|i| i.write_bytes),
+        status_read,
         ..Default::default()
     };
-    match reuse.tasks {
-        Some(rows)
-            if rows
-                .first()
-                .is_some_and(|r| r.start_ticks == stat.starttime) =>
-        {
-            threads_from_rows(&mut sample, rows)
-        }
-        _ => read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched),
+    match rows {
+        Some(rows) => threads_from_rows(&mut sample, rows),
+        None => read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched),
     }
     read_fds(dir, &mut sample, reuse.fds);
     Ok(sample)
@@ -442,6 +471,54 @@ mod tests {
     }
 
     #[test]
+    fn with_the_leaders_row_status_is_read_only_when_due() {
+        let d = fixture_dir();
+        let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
+        assert!(procfs.status_read);
+        let leader = TaskRow {
+            tid: procfs.pid,
+            tgid: procfs.pid,
+            nvcsw: 12_345,
+            nivcsw: 678,
+            start_ticks: procfs.start_time,
+            ..Default::default()
+        };
+        let lent = StatusReuse {
+            own_pid: 4242,
+            affinity: Some(&[(0, 3)]),
+        };
+        let read = |rows: &[TaskRow], status| {
+            read_process(
+                d.path(),
+                4096,
+                Reuse {
+                    tasks: Some(rows),
+                    status,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let it = read(std::slice::from_ref(&leader), Some(lent));
+        assert!(!it.status_read);
+        assert_eq!((it.ctx_voluntary, it.ctx_involuntary), (12_345, 678));
+        assert_eq!((it.own_pid, it.affinity_cpus), (4242, Some(4)));
+        assert!(it.rss_bytes.is_some(), "RSS from stat");
+        // Due (nothing lent), or no leader row: status as before.
+        let due = read(std::slice::from_ref(&leader), None);
+        assert!(due.status_read);
+        assert_eq!(due.ctx_voluntary, procfs.ctx_voluntary);
+        assert_eq!(due.affinity, procfs.affinity);
+        let other = TaskRow {
+            tid: procfs.pid + 1,
+            ..leader
+        };
+        let no_leader = read(&[other], Some(lent));
+        assert!(no_leader.status_read);
+        assert_eq!(no_leader.own_pid, procfs.own_pid);
+    }
+
+    #[test]
     fn missing_process_is_gone_not_error() {
         let d = tempfile::tempdir().unwrap();
         assert!(matches!(
@@ -493,6 +570,7 @@ mod tests {
                 threads: Some(&first.per_thread),
                 skip_sched: true,
                 tasks: None,
+                status: None,
             },
         )
         .unwrap();
@@ -509,6 +587,7 @@ mod tests {
                 threads: None,
                 skip_sched: false,
                 tasks: None,
+                status: None,
             },
         )
         .unwrap();

@@ -50,8 +50,8 @@ fn decimal_exponent(a: f64) -> i32 {
 /// negative e are the nearest doubles, enough for the comparisons above).
 fn pow10(e: i32) -> f64 {
     const P: [f64; 23] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
     ];
     if e >= 0 {
         P[e.min(22) as usize]
