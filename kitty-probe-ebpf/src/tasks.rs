@@ -10,7 +10,7 @@ use crate::watched::WatchedSet;
 use aya::programs::Iter;
 use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
-use kitty_core::sources::tasks::{TaskCounters, TaskRow};
+use kitty_core::sources::tasks::{state_letter, ProcessPart, TaskCounters, TaskRow};
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
 
@@ -32,7 +32,19 @@ struct Row {
     exit_state: u32,
     comm: [u8; 16],
     leader_start_ns: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    dead_read_bytes: u64,
+    dead_write_bytes: u64,
+    dead_exec_ns: u64,
+    rss_pages: u64,
+    known: u32,
+    _pad: u32,
 }
+
+/// `known` bits: the kernel accounts I/O per task; its RSS layout is known.
+const KNOWN_IO: u32 = 1;
+const KNOWN_RSS: u32 = 2;
 
 const ROW: usize = std::mem::size_of::<Row>();
 
@@ -56,6 +68,14 @@ impl Row {
             exit_state: u32_at(60),
             comm,
             leader_start_ns: u64_at(80),
+            read_bytes: u64_at(88),
+            write_bytes: u64_at(96),
+            dead_read_bytes: u64_at(104),
+            dead_write_bytes: u64_at(112),
+            dead_exec_ns: u64_at(120),
+            rss_pages: u64_at(128),
+            known: u32_at(136),
+            _pad: 0,
         }
     }
 
@@ -75,6 +95,14 @@ impl Row {
             nivcsw: self.nivcsw,
             // /proc/<pid>/stat's starttime: boot-time ns in clock ticks.
             start_ticks: self.leader_start_ns / ns_per_tick,
+            state: state_letter(self.state, self.exit_state),
+            io_bytes: (self.known & KNOWN_IO != 0).then_some((self.read_bytes, self.write_bytes)),
+            process: ProcessPart {
+                dead_exec_ns: self.dead_exec_ns,
+                dead_io_bytes: (self.known & KNOWN_IO != 0)
+                    .then_some((self.dead_read_bytes, self.dead_write_bytes)),
+                rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
+            },
         }
     }
 }
@@ -145,7 +173,7 @@ mod tests {
 
     #[test]
     fn row_layout_matches_the_c_struct() {
-        assert_eq!(ROW, 88, "struct row in tasks.bpf.c is 88 bytes");
+        assert_eq!(ROW, 144, "struct row in tasks.bpf.c is 144 bytes");
         let mut b = vec![0u8; ROW];
         b[0..4].copy_from_slice(&7u32.to_ne_bytes());
         b[4..8].copy_from_slice(&5u32.to_ne_bytes());
@@ -153,6 +181,26 @@ mod tests {
         b[32..40].copy_from_slice(&9u64.to_ne_bytes());
         b[64..68].copy_from_slice(b"rank");
         b[80..88].copy_from_slice(&2_500_000_000u64.to_ne_bytes());
+        b[56..60].copy_from_slice(&1u32.to_ne_bytes());
+        b[88..96].copy_from_slice(&4096u64.to_ne_bytes());
+        b[112..120].copy_from_slice(&8192u64.to_ne_bytes());
+        b[120..128].copy_from_slice(&77u64.to_ne_bytes());
+        b[128..136].copy_from_slice(&300u64.to_ne_bytes());
+        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
+        let r = Row::from_bytes(&b).into_task_row(10_000_000);
+        assert_eq!(r.state, 'S');
+        assert_eq!(r.io_bytes, Some((4096, 0)));
+        assert_eq!(
+            r.process,
+            ProcessPart {
+                dead_exec_ns: 77,
+                dead_io_bytes: Some((0, 8192)),
+                rss_pages: Some(300),
+            }
+        );
+        b[136..140].copy_from_slice(&0u32.to_ne_bytes());
+        let unknown = Row::from_bytes(&b).into_task_row(10_000_000);
+        assert_eq!((unknown.io_bytes, unknown.process.rss_pages), (None, None));
         let r = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(
             (r.tid, r.tgid, r.run_delay_ns, r.nr_migrations),

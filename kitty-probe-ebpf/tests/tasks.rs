@@ -48,6 +48,23 @@ fn iterator_and_procfs_agree_on_a_live_process() {
         );
     }
     let parked: Vec<u32> = (0..4).map(|_| ready_rx.recv().unwrap().0).collect();
+    // A thread that runs 40 ms, writes 64 KiB to disk and exits: its time
+    // and I/O are the process's (stat and io count them), kept in the
+    // process's signal struct.
+    let file =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tasks-io-{}", std::process::id()));
+    let written = file.clone();
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(40);
+        while std::time::Instant::now() < until {
+            std::hint::black_box(0u64);
+        }
+        let f = std::fs::File::create(&written).unwrap();
+        std::io::Write::write_all(&mut &f, &[7u8; 64 << 10]).unwrap();
+        f.sync_all().unwrap();
+    })
+    .join()
+    .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(50)); // all parked
 
     let own = std::process::id();
@@ -91,7 +108,62 @@ fn iterator_and_procfs_agree_on_a_live_process() {
         );
         assert_eq!(r.nvcsw, status_field(*tid, "voluntary_ctxt_switches:"));
         assert_eq!(r.nivcsw, status_field(*tid, "nonvoluntary_ctxt_switches:"));
+        assert_eq!(r.state, 'S', "parked on a channel");
     }
+    // What stat and io say of the whole process, from the rows: the same
+    // in every row; procfs read after the iterator, so only grown.
+    let part = rows[0].process;
+    assert!(rows
+        .iter()
+        .all(|r| r.process.dead_exec_ns >= part.dead_exec_ns));
+    eprintln!(
+        "process part: {part:?}; procfs rss {:?}, cpu {} ticks",
+        procfs.rss_bytes, procfs.cpu_ticks
+    );
+    assert!(
+        part.dead_exec_ns >= 30_000_000,
+        "the exited thread's 40 ms: {}",
+        part.dead_exec_ns
+    );
+    let ns_per_tick = 1_000_000_000 / kitty_core::sources::clock_ticks();
+    let ticks = (part.dead_exec_ns + rows.iter().map(|r| r.exec_ns).sum::<u64>()) / ns_per_tick;
+    assert!(
+        ticks <= procfs.cpu_ticks + 1 && procfs.cpu_ticks <= ticks + 50,
+        "CPU time: rows {ticks} ticks, stat {}",
+        procfs.cpu_ticks
+    );
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let rss = part.rss_pages.expect("this kernel's RSS layout is known") * page;
+    let stat_rss = procfs.rss_bytes.unwrap();
+    assert!(
+        rss.abs_diff(stat_rss) <= stat_rss / 10,
+        "RSS: rows {rss}, procfs {stat_rss}"
+    );
+    let io = rows
+        .iter()
+        .map(|r| r.io_bytes.expect("per-task I/O accounting here"));
+    let (read, write) = io.fold(part.dead_io_bytes.unwrap(), |a, b| (a.0 + b.0, a.1 + b.1));
+    let _ = std::fs::remove_file(&file);
+    // Page-cache writes are accounted when dirtied, on a disk (not tmpfs).
+    let on_tmpfs = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(env!("CARGO_TARGET_TMPDIR"))
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("tmpfs"));
+    if !on_tmpfs {
+        assert!(
+            part.dead_io_bytes.unwrap().1 >= 64 << 10,
+            "the exited thread's 64 KiB: {:?}",
+            part.dead_io_bytes
+        );
+    }
+    assert!(
+        read <= procfs.io_read_bytes.unwrap() && write <= procfs.io_write_bytes.unwrap(),
+        "I/O: rows {read} / {write}, io {:?} / {:?}",
+        procfs.io_read_bytes,
+        procfs.io_write_bytes
+    );
     // The whole process: procfs read after the iterator, so only the running
     // threads' counters may have grown, and not by much.
     assert!(procfs.exec_ns >= rows.iter().map(|r| r.exec_ns).sum::<u64>());

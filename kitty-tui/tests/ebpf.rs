@@ -137,6 +137,7 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     let per_thread = ["cpu_pct", "run_delay_ms_per_s", "migrations_per_s"];
     let mut delay = Vec::new();
     let mut switches = Vec::new();
+    let mut rss = Vec::new();
     for snap in [&via_iter, &via_procfs] {
         let ranks = ranks_of(snap, "tasks");
         assert_eq!(ranks.len(), 3);
@@ -169,7 +170,16 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
         );
         delay.push(d(1));
         switches.push(signal(of(0), "ctx_voluntary_per_s"));
+        rss.push(signal(of(0), "rss_bytes"));
+        assert!(of(0)["signals"]["io_write_bytes_per_s"].as_f64().is_some());
     }
+    // RSS from the rows' mm counters, or stat: the same pages.
+    assert!(
+        (rss[0] - rss[1]).abs() <= 0.2 * rss[1],
+        "RSS: iterator {} vs procfs {}",
+        rss[0],
+        rss[1]
+    );
     // The leader's context switches: its task row, or `status`.
     assert!(
         switches[0] < 3.0 * switches[1].max(1.0) && switches[1] < 3.0 * switches[0].max(1.0),

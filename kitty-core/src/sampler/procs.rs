@@ -94,6 +94,7 @@ impl ProcReader {
                 status: prev
                     .filter(|p| mono.saturating_sub(p.status_ns) < SCHED_EVERY.as_nanos() as u64)
                     .map(|p| StatusReuse {
+                        start_time: p.sample.start_time,
                         own_pid: p.sample.own_pid,
                         affinity: p.sample.affinity_cpus.map(|_| p.sample.affinity.as_slice()),
                     }),

@@ -1,6 +1,7 @@
 //! Per-process readers: /proc/<pid>/{stat,status,io,fd,task/*/schedstat,task/*/sched}.
-//! With the task iterator's rows, task/* is not read and `status` only when
-//! due (the sampler says when).
+//! With the task iterator's rows, task/* is not read, and when the rows
+//! carry the process-wide counters neither are stat, io and status (status
+//! only when due: the sampler says when); fd links as before.
 //!
 //! Every reader tolerates the process vanishing mid-read: the sampler then
 //! drops it and emits a "rank exited" event.
@@ -49,6 +50,9 @@ pub struct ProcSample {
     /// Whether `status` was read this time (false: its slow fields reused,
     /// the context switches from the leader's task row).
     pub status_read: bool,
+    /// Whether every counter came from the task rows (stat, io and status
+    /// not read this time).
+    pub counters_from_rows: bool,
     /// Whether the per-thread counters came from the task iterator's rows
     /// (false: from task/*/schedstat).
     pub threads_from_rows: bool,
@@ -86,6 +90,9 @@ pub struct Reuse<'a> {
 /// The slow-changing fields of the last `status` read.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusReuse<'a> {
+    /// The start time of the process they are of: rows of this start are
+    /// of the same process (the pid may be another namespace's).
+    pub start_time: u64,
     pub own_pid: u32,
     pub affinity: Option<&'a [(u32, u32)]>,
 }
@@ -142,6 +149,10 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
+    if let Some(mut sample) = from_rows(&reuse, page_size) {
+        read_fds(dir, &mut sample, reuse.fds);
+        return Ok(sample);
+    }
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
     // The iterator's rows, when they are of this very process.
     let rows = reuse.tasks.filter(|rows| {
@@ -189,6 +200,50 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
     }
     read_fds(dir, &mut sample, reuse.fds);
     Ok(sample)
+}
+
+/// The whole sample but the fds from the task iterator's rows, when they
+/// carry every process-wide counter and `status` is not due: stat, io and
+/// status are then not read at all. The same numbers: stat's CPU time is
+/// the live threads' runtime plus the exited ones' (what the kernel sums
+/// for it), io's bytes the threads' plus the exited ones', the RSS the
+/// same three counters, the state and name the leader's.
+fn from_rows(reuse: &Reuse, page_size: u64) -> Option<ProcSample> {
+    let (rows, prev) = (reuse.tasks?, reuse.status?);
+    let leader = rows.iter().find(|r| r.tid == r.tgid)?;
+    let part = leader.process;
+    if leader.start_ticks != prev.start_time
+        || rows.iter().any(|r| r.start_ticks != prev.start_time)
+    {
+        return None;
+    }
+    let (rss_pages, (dead_read, dead_write)) = (part.rss_pages?, part.dead_io_bytes?);
+    let mut io = (dead_read, dead_write);
+    for r in rows {
+        let (read, write) = r.io_bytes?;
+        io = (io.0 + read, io.1 + write);
+    }
+    let mut sample = ProcSample {
+        pid: leader.tgid,
+        own_pid: prev.own_pid,
+        start_time: leader.start_ticks,
+        comm: leader.comm.clone(),
+        state: leader.state,
+        threads: rows.len() as u64,
+        rss_bytes: Some(rss_pages * page_size),
+        ctx_voluntary: leader.nvcsw,
+        ctx_involuntary: leader.nivcsw,
+        affinity_cpus: prev.affinity.map(count_cpus),
+        affinity: prev.affinity.map(<[_]>::to_vec).unwrap_or_default(),
+        io_read_bytes: Some(io.0),
+        io_write_bytes: Some(io.1),
+        counters_from_rows: true,
+        ..Default::default()
+    };
+    threads_from_rows(&mut sample, rows);
+    let ns_per_tick = 1_000_000_000 / super::clock_ticks().max(1);
+    sample.cpu_ticks = (part.dead_exec_ns + sample.exec_ns) / ns_per_tick;
+    Some(sample)
 }
 
 /// Number of CPUs in a Cpus_allowed_list of inclusive ranges.
@@ -382,6 +437,7 @@ pub fn read_netns(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::tasks::ProcessPart;
 
     fn fixture_dir() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
@@ -471,6 +527,79 @@ mod tests {
     }
 
     #[test]
+    fn rows_with_the_process_part_replace_stat_io_and_status() {
+        let d = fixture_dir();
+        let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
+        let hz = crate::sources::clock_ticks();
+        let part = ProcessPart {
+            dead_exec_ns: 3_000_000_000,
+            dead_io_bytes: Some((100, 200)),
+            rss_pages: Some(1000),
+        };
+        let row = |tid, exec_ns, io| TaskRow {
+            tid,
+            tgid: procfs.pid,
+            comm: format!("t{tid}"),
+            exec_ns,
+            nvcsw: 5,
+            nivcsw: 6,
+            start_ticks: procfs.start_time,
+            state: 'S',
+            io_bytes: io,
+            process: part,
+            ..Default::default()
+        };
+        let rows = [
+            row(procfs.pid, 1_000_000_000, Some((1, 2))),
+            row(procfs.pid + 1, 1_000_000_000, Some((10, 20))),
+        ];
+        let lent = StatusReuse {
+            start_time: procfs.start_time,
+            own_pid: 7,
+            affinity: Some(&[(0, 1)]),
+        };
+        let read = |rows: &[TaskRow], status| {
+            read_process(
+                d.path(),
+                4096,
+                Reuse {
+                    tasks: Some(rows),
+                    status,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let s = read(&rows, Some(lent));
+        assert!(s.counters_from_rows && s.threads_from_rows);
+        assert_eq!(s.cpu_ticks, 5 * hz, "3 s exited + 2 s live");
+        assert_eq!((s.io_read_bytes, s.io_write_bytes), (Some(111), Some(222)));
+        assert_eq!(s.rss_bytes, Some(1000 * 4096));
+        assert_eq!(
+            (s.threads, s.state, s.comm.as_str()),
+            (2, 'S', format!("t{}", procfs.pid).as_str())
+        );
+        assert_eq!(
+            (s.own_pid, s.affinity_cpus, s.ctx_voluntary),
+            (7, Some(2), 5)
+        );
+        assert_eq!(s.start_time, procfs.start_time);
+
+        // A row without I/O accounting, `status` due, or rows of another
+        // start: the process's files as before.
+        let no_io = [rows[0].clone(), row(procfs.pid + 1, 0, None)];
+        assert!(!read(&no_io, Some(lent)).counters_from_rows);
+        assert!(!read(&rows, None).counters_from_rows);
+        let other = StatusReuse {
+            start_time: procfs.start_time + 1,
+            ..lent
+        };
+        let fallback = read(&rows, Some(other));
+        assert!(!fallback.counters_from_rows);
+        assert_eq!(fallback.cpu_ticks, procfs.cpu_ticks);
+    }
+
+    #[test]
     fn with_the_leaders_row_status_is_read_only_when_due() {
         let d = fixture_dir();
         let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
@@ -484,6 +613,7 @@ mod tests {
             ..Default::default()
         };
         let lent = StatusReuse {
+            start_time: procfs.start_time,
             own_pid: 4242,
             affinity: Some(&[(0, 3)]),
         };

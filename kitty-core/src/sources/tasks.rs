@@ -2,7 +2,10 @@
 //! probes' BPF task iterator: one read per tick for every watched thread),
 //! and how the sampler chooses: the iterator when it opens, procfs
 //! (`task/*/schedstat`, `task/*/sched`) otherwise, said in the source status
-//! `ebpf.tasks`. Both give the same counters with the same meaning.
+//! `ebpf.tasks`. Both give the same counters with the same meaning. The
+//! iterator's rows also carry what stat and io say of the whole process
+//! ([`ProcessPart`]), so with them a tick reads no per-process file but
+//! the fd count.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -25,6 +28,42 @@ pub struct TaskRow {
     /// The process's start in clock ticks since boot, as /proc/<pid>/stat
     /// says it: rows of another process under a reused pid are not its own.
     pub start_ticks: u64,
+    /// Its state as /proc/<tid>/stat's letter (`R`, `S`, `D`, ...).
+    pub state: char,
+    /// Storage bytes read and written (`io`'s read_bytes, write_bytes),
+    /// when the kernel accounts I/O per task.
+    pub io_bytes: Option<(u64, u64)>,
+    /// What the whole process keeps, the same in each of its rows.
+    pub process: ProcessPart,
+}
+
+/// The process-wide part of /proc/<pid>/{stat,io} a task row carries: with
+/// it and the rows' sums a tick needs none of the process's files.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessPart {
+    /// CPU time of its exited threads (signal->sum_sched_runtime).
+    pub dead_exec_ns: u64,
+    /// Storage I/O of its exited threads (absent with `io_bytes`).
+    pub dead_io_bytes: Option<(u64, u64)>,
+    /// Resident pages (file + anon + shmem, as stat's rss), when the
+    /// kernel's layout is the one the program knows.
+    pub rss_pages: Option<u64>,
+}
+
+/// A task's state letter from its `__state` and `exit_state`, as the
+/// kernel's `task_state_index` makes it for /proc.
+pub fn state_letter(state: u32, exit_state: u32) -> char {
+    const REPORT: u32 = 0x7f;
+    const IDLE: u32 = 0x0402; // TASK_UNINTERRUPTIBLE | TASK_NOLOAD
+    const RTLOCK_WAIT: u32 = 0x1000;
+    let bits = match state {
+        IDLE => 0x80,
+        RTLOCK_WAIT => 0x02,
+        s => (s | exit_state) & REPORT,
+    };
+    // fls: the highest set bit's position, 1-based (0 for running).
+    let i = (u32::BITS - bits.leading_zeros()) as usize;
+    b"RSDTtXZPI".get(i).map_or('?', |c| *c as char)
 }
 
 /// Something that reads every watched thread's counters at once.
@@ -72,6 +111,23 @@ pub fn by_tgid(rows: Vec<TaskRow>) -> RowsByTgid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_letters_are_procs() {
+        for (state, exit, want) in [
+            (0, 0, 'R'),
+            (1, 0, 'S'),
+            (2, 0, 'D'),
+            (0x0402, 0, 'I'),
+            (4, 0, 'T'),
+            (8, 0, 't'),
+            (0, 0x20, 'Z'),
+            (0x40, 0, 'P'),
+            (0x1000, 0, 'D'),
+        ] {
+            assert_eq!(state_letter(state, exit), want, "{state:#x} {exit:#x}");
+        }
+    }
 
     #[test]
     fn rows_group_by_process() {

@@ -4,7 +4,9 @@
  * the kernel, skips the ones whose tgid is not in `watched` (the user side
  * keeps it in step with discovery) and writes one fixed-size row per watched
  * thread. The same numbers /proc/<tid>/schedstat and /proc/<tid>/sched
- * print, without formatting and parsing ~10 files per process per tick. */
+ * print, without formatting and parsing ~10 files per process per tick;
+ * with the process-wide counters of stat and io (CPU time and I/O of exited
+ * threads, RSS), so a tick needs none of a process's files. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -20,6 +22,21 @@ struct bpf_iter__task {
  * flavour: the loader matches it to the kernel's task_struct by name). */
 struct sched_info { unsigned long pcount; unsigned long long run_delay; } PRESERVE;
 struct sched_entity { u64 sum_exec_runtime; u64 nr_migrations; } PRESERVE;
+/* CONFIG_TASK_IO_ACCOUNTING: optional, checked with bpf_core_field_exists. */
+struct task_io_accounting { u64 read_bytes; u64 write_bytes; } PRESERVE;
+/* What the process keeps of its exited threads. */
+struct signal_struct___tasks {
+	struct task_io_accounting ioac;
+	unsigned long long sum_sched_runtime;
+} PRESERVE;
+/* RSS counters as an array of percpu counters (Linux 6.2+; older kernels
+ * have another layout, then the row says RSS is unknown). */
+struct percpu_counter___tasks { s64 count; } PRESERVE;
+struct mm_struct___tasks { struct percpu_counter___tasks rss_stat[4]; } PRESERVE;
+/* The indices of include/linux/mm_types_task.h. */
+enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
+#define KNOWN_IO 1
+#define KNOWN_RSS 2
 struct task_struct___tasks {
 	int pid;
 	int tgid;
@@ -32,6 +49,9 @@ struct task_struct___tasks {
 	char comm[16];
 	u64 start_boottime;
 	struct task_struct___tasks *group_leader;
+	struct task_io_accounting ioac;
+	struct signal_struct___tasks *signal;
+	struct mm_struct___tasks *mm;
 } PRESERVE;
 
 struct {
@@ -55,7 +75,21 @@ struct row {
 	u32 exit_state;
 	char comm[16];
 	u64 leader_start_ns; /* the process's start (boot time): tells a reused pid */
+	u64 read_bytes;      /* ioac: this thread's storage I/O */
+	u64 write_bytes;
+	u64 dead_read_bytes; /* signal->ioac: the process's exited threads' */
+	u64 dead_write_bytes;
+	u64 dead_exec_ns;    /* signal->sum_sched_runtime: their CPU time */
+	u64 rss_pages;       /* mm: file + anon + shmem, as /proc/<pid>/stat */
+	u32 known;           /* KNOWN_IO | KNOWN_RSS */
+	u32 pad;
 };
+
+/* percpu_counter_read_positive: the shared count, never below zero. */
+static __always_inline u64 positive(s64 v)
+{
+	return v > 0 ? v : 0;
+}
 
 SEC("iter/task")
 int kitty_tasks(struct bpf_iter__task *ctx)
@@ -81,6 +115,21 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 		.leader_start_ns = t->group_leader->start_boottime,
 	};
 	bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);
+	if (bpf_core_field_exists(t->ioac)) {
+		r.read_bytes = t->ioac.read_bytes;
+		r.write_bytes = t->ioac.write_bytes;
+		r.dead_read_bytes = t->signal->ioac.read_bytes;
+		r.dead_write_bytes = t->signal->ioac.write_bytes;
+		r.known |= KNOWN_IO;
+	}
+	r.dead_exec_ns = t->signal->sum_sched_runtime;
+	struct mm_struct___tasks *mm = t->mm;
+	if (bpf_core_field_exists(mm->rss_stat) && mm) {
+		r.rss_pages = positive(mm->rss_stat[MM_FILEPAGES].count) +
+			      positive(mm->rss_stat[MM_ANONPAGES].count) +
+			      positive(mm->rss_stat[MM_SHMEMPAGES].count);
+		r.known |= KNOWN_RSS;
+	}
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
