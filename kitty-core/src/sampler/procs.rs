@@ -89,12 +89,12 @@ impl ProcReader {
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
                 tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),
+                start_time: Some(w.key.start_time),
                 // `status` every SCHED_EVERY too, when the rows give what
                 // changes every tick (used only with them).
                 status: prev
                     .filter(|p| mono.saturating_sub(p.status_ns) < SCHED_EVERY.as_nanos() as u64)
                     .map(|p| StatusReuse {
-                        start_time: p.sample.start_time,
                         own_pid: p.sample.own_pid,
                         affinity: p.sample.affinity_cpus.map(|_| p.sample.affinity.as_slice()),
                     }),

@@ -85,14 +85,14 @@ pub struct Reuse<'a> {
     /// row and the RSS from `stat`, so `status` (large, ~55 formatted
     /// fields) is only needed for what rarely changes.
     pub status: Option<StatusReuse<'a>>,
+    /// The watched process's start time: task rows of this start are its
+    /// own (the pid may be another pid namespace's).
+    pub start_time: Option<u64>,
 }
 
 /// The slow-changing fields of the last `status` read.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusReuse<'a> {
-    /// The start time of the process they are of: rows of this start are
-    /// of the same process (the pid may be another namespace's).
-    pub start_time: u64,
     pub own_pid: u32,
     pub affinity: Option<&'a [(u32, u32)]>,
 }
@@ -149,7 +149,8 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 
 /// Reads everything kitty samples for one process directory (`/proc/<pid>`).
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
-    if let Some(mut sample) = from_rows(&reuse, page_size) {
+    if let Some(sample) = from_rows(dir, &reuse, page_size) {
+        let mut sample = sample?;
         read_fds(dir, &mut sample, reuse.fds);
         return Ok(sample);
     }
@@ -203,29 +204,39 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
 }
 
 /// The whole sample but the fds from the task iterator's rows, when they
-/// carry every process-wide counter and `status` is not due: stat, io and
-/// status are then not read at all. The same numbers: stat's CPU time is
-/// the live threads' runtime plus the exited ones' (what the kernel sums
-/// for it), io's bytes the threads' plus the exited ones', the RSS the
-/// same three counters, the state and name the leader's.
-fn from_rows(reuse: &Reuse, page_size: u64) -> Option<ProcSample> {
-    let (rows, prev) = (reuse.tasks?, reuse.status?);
+/// are of the watched process and carry every process-wide counter: stat
+/// and io are then not read, `status` only when due. The same numbers:
+/// stat's CPU time is the live threads' runtime plus the exited ones' (what
+/// the kernel sums for it), io's bytes the threads' plus the exited ones',
+/// the RSS the same three counters, the state and name the leader's. Used
+/// on every tick the rows allow, so a rate never mixes the two ways.
+fn from_rows(dir: &Path, reuse: &Reuse, page_size: u64) -> Option<Result<ProcSample, ReadError>> {
+    let (rows, start) = (reuse.tasks?, reuse.start_time?);
     let leader = rows.iter().find(|r| r.tid == r.tgid)?;
-    let part = leader.process;
-    if leader.start_ticks != prev.start_time
-        || rows.iter().any(|r| r.start_ticks != prev.start_time)
-    {
+    if rows.iter().any(|r| r.start_ticks != start) {
         return None;
     }
+    let part = leader.process;
     let (rss_pages, (dead_read, dead_write)) = (part.rss_pages?, part.dead_io_bytes?);
     let mut io = (dead_read, dead_write);
     for r in rows {
         let (read, write) = r.io_bytes?;
         io = (io.0 + read, io.1 + write);
     }
+    let (own_pid, affinity, status_read) = match reuse.status {
+        Some(prev) => (prev.own_pid, prev.affinity.map(<[_]>::to_vec), false),
+        None => match read_status(dir) {
+            Ok(st) => (
+                st.own_pid.unwrap_or(leader.tgid),
+                st.cpus_allowed_list,
+                true,
+            ),
+            Err(e) => return Some(Err(classify_io(e))),
+        },
+    };
     let mut sample = ProcSample {
         pid: leader.tgid,
-        own_pid: prev.own_pid,
+        own_pid,
         start_time: leader.start_ticks,
         comm: leader.comm.clone(),
         state: leader.state,
@@ -233,17 +244,18 @@ fn from_rows(reuse: &Reuse, page_size: u64) -> Option<ProcSample> {
         rss_bytes: Some(rss_pages * page_size),
         ctx_voluntary: leader.nvcsw,
         ctx_involuntary: leader.nivcsw,
-        affinity_cpus: prev.affinity.map(count_cpus),
-        affinity: prev.affinity.map(<[_]>::to_vec).unwrap_or_default(),
+        affinity_cpus: affinity.as_deref().map(count_cpus),
+        affinity: affinity.unwrap_or_default(),
         io_read_bytes: Some(io.0),
         io_write_bytes: Some(io.1),
+        status_read,
         counters_from_rows: true,
         ..Default::default()
     };
     threads_from_rows(&mut sample, rows);
     let ns_per_tick = 1_000_000_000 / super::clock_ticks().max(1);
     sample.cpu_ticks = (part.dead_exec_ns + sample.exec_ns) / ns_per_tick;
-    Some(sample)
+    Some(Ok(sample))
 }
 
 /// Number of CPUs in a Cpus_allowed_list of inclusive ranges.
@@ -554,22 +566,23 @@ mod tests {
             row(procfs.pid + 1, 1_000_000_000, Some((10, 20))),
         ];
         let lent = StatusReuse {
-            start_time: procfs.start_time,
             own_pid: 7,
             affinity: Some(&[(0, 1)]),
         };
-        let read = |rows: &[TaskRow], status| {
+        let read_as = |rows: &[TaskRow], status, start| {
             read_process(
                 d.path(),
                 4096,
                 Reuse {
                     tasks: Some(rows),
                     status,
+                    start_time: Some(start),
                     ..Default::default()
                 },
             )
             .unwrap()
         };
+        let read = |rows: &[TaskRow], status| read_as(rows, status, procfs.start_time);
         let s = read(&rows, Some(lent));
         assert!(s.counters_from_rows && s.threads_from_rows);
         assert_eq!(s.cpu_ticks, 5 * hz, "3 s exited + 2 s live");
@@ -585,16 +598,21 @@ mod tests {
         );
         assert_eq!(s.start_time, procfs.start_time);
 
-        // A row without I/O accounting, `status` due, or rows of another
-        // start: the process's files as before.
+        assert!(!s.status_read);
+        // `status` due: read for what it alone says; the counters still
+        // from the rows (a rate never mixes the two ways).
+        let due = read(&rows, None);
+        assert!(due.counters_from_rows && due.status_read);
+        assert_eq!(
+            (due.own_pid, due.affinity),
+            (procfs.own_pid, procfs.affinity.clone())
+        );
+        assert_eq!(due.cpu_ticks, s.cpu_ticks);
+        // A row without I/O accounting, or rows of another start: the
+        // process's files as before.
         let no_io = [rows[0].clone(), row(procfs.pid + 1, 0, None)];
         assert!(!read(&no_io, Some(lent)).counters_from_rows);
-        assert!(!read(&rows, None).counters_from_rows);
-        let other = StatusReuse {
-            start_time: procfs.start_time + 1,
-            ..lent
-        };
-        let fallback = read(&rows, Some(other));
+        let fallback = read_as(&rows, Some(lent), procfs.start_time + 1);
         assert!(!fallback.counters_from_rows);
         assert_eq!(fallback.cpu_ticks, procfs.cpu_ticks);
     }
@@ -613,7 +631,6 @@ mod tests {
             ..Default::default()
         };
         let lent = StatusReuse {
-            start_time: procfs.start_time,
             own_pid: 4242,
             affinity: Some(&[(0, 3)]),
         };
@@ -701,6 +718,7 @@ mod tests {
                 skip_sched: true,
                 tasks: None,
                 status: None,
+                start_time: None,
             },
         )
         .unwrap();
@@ -718,6 +736,7 @@ mod tests {
                 skip_sched: false,
                 tasks: None,
                 status: None,
+                start_time: None,
             },
         )
         .unwrap();
