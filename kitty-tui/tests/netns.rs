@@ -139,15 +139,18 @@ fn shared_netns_ranks_get_their_own_numbers() {
         txq.0 > 100_000.0 && txq.0 > 10.0 * txq.1.max(1.0),
         "tx queue: {txq:?}"
     );
+    // How long the tbf queue holds a segment depends on how many TSQ lets
+    // into it (CI saw 1.06 and 6.9 ms against ~50 us on the free path):
+    // judged by the separation, over a floor no loopback-speed path has.
     assert!(
-        srtt.0 > 2_000.0 && srtt.0 > 10.0 * srtt.1,
+        srtt.0 > 500.0 && srtt.0 > 10.0 * srtt.1.max(1.0),
         "smoothed RTT: {srtt:?}"
     );
     // 4 mbit/s is 0.5 MB/s; a tick's acked bytes can run ahead of it while
     // the queue built before the throttle drains: judged against the free
     // path, not to the byte.
     assert!(
-        sent.0 < 2e6 && sent.1 > 5e6 && sent.0 * 4.0 < sent.1,
+        sent.0 < 3e6 && sent.1 > 5e6 && sent.0 * 4.0 < sent.1,
         "throughput collapses only on the throttled path: {sent:?}"
     );
     // Whether the short tbf queue drops segments (and so the throttled rank
