@@ -161,18 +161,7 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
             .is_some_and(|r| r.start_ticks == stat.starttime)
     });
     let leader = rows.and_then(|rows| rows.iter().find(|r| r.tid == stat.pid as u32));
-    let status_read = leader.is_none() || reuse.status.is_none();
-    let status = match (leader, reuse.status) {
-        // The same numbers `status` prints: the leader's own counts.
-        (Some(l), Some(prev)) => StatusFields {
-            own_pid: Some(prev.own_pid),
-            vmrss_kb: None,
-            voluntary_ctxt_switches: Some(l.nvcsw),
-            nonvoluntary_ctxt_switches: Some(l.nivcsw),
-            cpus_allowed_list: prev.affinity.map(<[_]>::to_vec),
-        },
-        _ => read_status(dir).map_err(classify_io)?,
-    };
+    let (status, status_read) = status_beside(dir, leader, reuse.status)?;
     let io = Io::from_file(dir.join("io")).ok();
     let mut sample = ProcSample {
         pid: stat.pid as u32,
@@ -203,6 +192,29 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
     Ok(sample)
 }
 
+/// `status`, or, when its slow fields are lent and the leader's task row
+/// is at hand, what it would say without reading it (the context switches
+/// it prints are the leader's own); whether the file was read.
+fn status_beside(
+    dir: &Path,
+    leader: Option<&TaskRow>,
+    lent: Option<StatusReuse>,
+) -> Result<(StatusFields, bool), ReadError> {
+    match (leader, lent) {
+        (Some(l), Some(prev)) => Ok((
+            StatusFields {
+                own_pid: Some(prev.own_pid),
+                vmrss_kb: None,
+                voluntary_ctxt_switches: Some(l.nvcsw),
+                nonvoluntary_ctxt_switches: Some(l.nivcsw),
+                cpus_allowed_list: prev.affinity.map(<[_]>::to_vec),
+            },
+            false,
+        )),
+        _ => read_status(dir).map(|s| (s, true)).map_err(classify_io),
+    }
+}
+
 /// The whole sample but the fds from the task iterator's rows, when they
 /// are of the watched process and carry every process-wide counter: stat
 /// and io are then not read, `status` only when due. The same numbers:
@@ -223,27 +235,21 @@ fn from_rows(dir: &Path, reuse: &Reuse, page_size: u64) -> Option<Result<ProcSam
         let (read, write) = r.io_bytes?;
         io = (io.0 + read, io.1 + write);
     }
-    let (own_pid, affinity, status_read) = match reuse.status {
-        Some(prev) => (prev.own_pid, prev.affinity.map(<[_]>::to_vec), false),
-        None => match read_status(dir) {
-            Ok(st) => (
-                st.own_pid.unwrap_or(leader.tgid),
-                st.cpus_allowed_list,
-                true,
-            ),
-            Err(e) => return Some(Err(classify_io(e))),
-        },
+    let (status, status_read) = match status_beside(dir, Some(leader), reuse.status) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
     };
+    let affinity = status.cpus_allowed_list;
     let mut sample = ProcSample {
         pid: leader.tgid,
-        own_pid,
+        own_pid: status.own_pid.unwrap_or(leader.tgid),
         start_time: leader.start_ticks,
         comm: leader.comm.clone(),
         state: leader.state,
         threads: rows.len() as u64,
         rss_bytes: Some(rss_pages * page_size),
-        ctx_voluntary: leader.nvcsw,
-        ctx_involuntary: leader.nivcsw,
+        ctx_voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
+        ctx_involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
         affinity_cpus: affinity.as_deref().map(count_cpus),
         affinity: affinity.unwrap_or_default(),
         io_read_bytes: Some(io.0),
@@ -451,6 +457,22 @@ mod tests {
     use super::*;
     use crate::sources::tasks::ProcessPart;
 
+    /// The fixture read with task rows, a lent status and a watched start.
+    fn with_rows(
+        dir: &Path,
+        rows: &[TaskRow],
+        status: Option<StatusReuse>,
+        start_time: Option<u64>,
+    ) -> ProcSample {
+        let reuse = Reuse {
+            tasks: Some(rows),
+            status,
+            start_time,
+            ..Default::default()
+        };
+        read_process(dir, 4096, reuse).unwrap()
+    }
+
     fn fixture_dir() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc");
@@ -569,19 +591,8 @@ mod tests {
             own_pid: 7,
             affinity: Some(&[(0, 1)]),
         };
-        let read_as = |rows: &[TaskRow], status, start| {
-            read_process(
-                d.path(),
-                4096,
-                Reuse {
-                    tasks: Some(rows),
-                    status,
-                    start_time: Some(start),
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-        };
+        let read_as =
+            |rows: &[TaskRow], status, start| with_rows(d.path(), rows, status, Some(start));
         let read = |rows: &[TaskRow], status| read_as(rows, status, procfs.start_time);
         let s = read(&rows, Some(lent));
         assert!(s.counters_from_rows && s.threads_from_rows);
@@ -634,18 +645,7 @@ mod tests {
             own_pid: 4242,
             affinity: Some(&[(0, 3)]),
         };
-        let read = |rows: &[TaskRow], status| {
-            read_process(
-                d.path(),
-                4096,
-                Reuse {
-                    tasks: Some(rows),
-                    status,
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-        };
+        let read = |rows: &[TaskRow], status| with_rows(d.path(), rows, status, None);
         let it = read(std::slice::from_ref(&leader), Some(lent));
         assert!(!it.status_read);
         assert_eq!((it.ctx_voluntary, it.ctx_involuntary), (12_345, 678));
