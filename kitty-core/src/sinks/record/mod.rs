@@ -7,16 +7,22 @@
 //! record := magic len:u32le mono_ns:u64le wall_ns:u64le crc:u32le payload[len]
 //!           crc covers mono_ns, wall_ns and the payload
 //! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame))
-//!         | "KFR2"   (format 2) payload = zstd(json(Frame)) with the JSON of
-//!                    the last keyframe before it as the dictionary
+//!         | "KFR3"   (format 3) payload = zstd(columns(Frame, previous
+//!                    Frame)), the previous record's uncompressed payload
+//!                    as the dictionary
+//!         | "KFR2"   (format 2, read only) payload = zstd(json(Frame))
+//!                    with the JSON of the last keyframe as the dictionary
 //! ```
-//! Consecutive frames are nearly the same, so a frame compressed against
-//! its keyframe (one every [`KEY_EVERY`] frames) is a fraction of its own
-//! size; reading any frame costs at most two decompressions. A file cut by
-//! a crash replays up to its last whole frame. Seeking reads only the
-//! 28-byte record heads, never the payloads. A reader refuses a newer major
-//! version; format 1 files (keyframes only) still replay.
+//! Consecutive frames are nearly the same: a frame written as the columns
+//! of its changes against the one before it ([`columns`]) is a fraction of
+//! its own size. A keyframe every [`KEY_EVERY`] frames bounds what a
+//! damaged record costs and what a seek decodes (at most that many
+//! frames). A file cut by a crash replays up to its last whole frame.
+//! Seeking reads only the 28-byte record heads, never the payloads. A
+//! reader refuses a newer major version; format 1 (keyframes only) and
+//! format 2 files still replay.
 
+mod columns;
 pub mod digits;
 mod reader;
 mod writer;
@@ -29,16 +35,21 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"KITTYREC";
 /// A frame compressed on its own.
 pub const FRAME_MAGIC: &[u8; 4] = b"KFR1";
-/// A frame compressed against its keyframe (format 2).
+/// A frame compressed against its keyframe (format 2, read only).
 pub const DELTA_MAGIC: &[u8; 4] = b"KFR2";
-/// 2: delta frames against keyframes. 1: every frame on its own.
-pub const MAJOR: u16 = 2;
+/// A frame as columns of changes against the frame before it (format 3).
+pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
+/// 3: frames as changes against the one before. 2: delta frames against
+/// keyframes. 1: every frame on its own.
+pub const MAJOR: u16 = 3;
 pub const MINOR: u16 = 0;
 /// A keyframe every this many frames (8 s at 500 ms): what a damaged
 /// keyframe can cost, and the size of a frame's context.
 pub const KEY_EVERY: u64 = 16;
-/// zstd level of keyframes and deltas.
+/// zstd level of keyframes.
 const LEVEL: i32 = 3;
+/// zstd level of the (small) column bodies.
+const DELTA_LEVEL: i32 = 3;
 /// magic + len + mono + wall + crc
 pub const RECORD_HEAD: usize = 4 + 4 + 8 + 8 + 4;
 /// No frame is this large; a bigger length is corruption, not data.

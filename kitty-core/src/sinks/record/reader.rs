@@ -1,10 +1,13 @@
 //! Reads recordings: builds an index from record heads alone (seekable
 //! without decompressing), tolerates truncation and garbage, and verifies
-//! each frame's checksum when it is read; a delta frame is decoded against
-//! its keyframe (kept for the frames after it).
+//! each frame's checksum when it is read; a format 3 frame is decoded from
+//! the one before it, back to its keyframe (the last frame decoded is kept,
+//! so a replay decodes each record once); a format 2 delta against its
+//! keyframe.
 
 use super::*;
 use crate::model::Frame;
+use serde::Deserialize;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -17,25 +20,43 @@ pub struct IndexEntry {
     pub wall_ns: u64,
     pub crc: u32,
     /// For a delta frame, the index of the last keyframe before it; None
-    /// for a keyframe, and for a delta with no keyframe before it.
+    /// for a keyframe, and for a delta with no keyframe before it (or, in
+    /// format 3, with damage between it and its keyframe).
     pub base: Option<usize>,
     pub key: bool,
+    /// A format 3 delta: decoded against the frame just before it.
+    pub chained: bool,
 }
 
 /// Either record magic, or the start of one.
 fn is_magic(m: &[u8]) -> bool {
-    m == FRAME_MAGIC || m == DELTA_MAGIC
+    [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC]
+        .iter()
+        .any(|magic| m == &magic[..])
 }
 
 pub struct Reader {
     file: File,
     path: String,
     header: Header,
+    /// The file's format major version.
+    major: u16,
     index: Vec<IndexEntry>,
     warnings: Vec<String>,
     /// The last keyframe decoded (its index and a decompressor with its
     /// JSON as the dictionary): a replay reads its deltas in turn.
     key_cache: Option<(usize, zstd::bulk::Decompressor<'static>)>,
+    /// The last frame decoded on a format 3 chain.
+    chain: Option<Decoded>,
+}
+
+/// A frame of a format 3 chain, as the next one is decoded against it.
+struct Decoded {
+    index: usize,
+    value: serde_json::Value,
+    shape: serde_json::Value,
+    /// Its record's payload, uncompressed: the next one's dictionary.
+    plain: Vec<u8>,
 }
 
 impl Reader {
@@ -74,9 +95,11 @@ impl Reader {
             file,
             path: p,
             header,
+            major,
             index: Vec::new(),
             warnings: Vec::new(),
             key_cache: None,
+            chain: None,
         };
         r.build_index(16 + hlen + 4, file_len)?;
         Ok(r)
@@ -91,6 +114,9 @@ impl Reader {
         let mut head = [0u8; RECORD_HEAD];
         // The keyframe the next delta frames are compressed against.
         let mut last_key: Option<usize> = None;
+        // The keyframe the next format 3 frame's chain starts from: none
+        // once damage was skipped since (a frame of the chain is gone).
+        let mut chain_key: Option<usize> = None;
         while off < file_len {
             if file_len - off < RECORD_HEAD as u64 {
                 self.warnings.push(format!(
@@ -106,6 +132,7 @@ impl Reader {
             let end = off + RECORD_HEAD as u64 + len as u64;
             let sane = is_magic(&head[..4]) && len <= MAX_FRAME;
             let key = &head[..4] == FRAME_MAGIC;
+            let chained = &head[..4] == COLUMNS_MAGIC;
             if sane && end > file_len && self.find_magic(off + 1, file_len).is_none() {
                 self.warnings.push(format!(
                     "{}: last frame at byte {off} is incomplete ({} of {} bytes; likely cut by a crash)",
@@ -123,8 +150,13 @@ impl Reader {
                 mono_ns: u64::from_le_bytes(head[8..16].try_into().unwrap()),
                 wall_ns: u64::from_le_bytes(head[16..24].try_into().unwrap()),
                 crc: u32::from_le_bytes(head[24..28].try_into().unwrap()),
-                base: if key { None } else { last_key },
+                base: match (key, chained) {
+                    (true, _) => None,
+                    (false, true) => chain_key,
+                    (false, false) => last_key,
+                },
                 key,
+                chained,
             };
             // When the next head is damaged, this record is still good if its
             // checksum holds (only then are its payload bytes read here).
@@ -142,6 +174,7 @@ impl Reader {
                         // What was skipped may have been a keyframe: the
                         // deltas after it then name an older keyframe, and
                         // zstd's content checksum fails them when read.
+                        chain_key = None;
                         off = next;
                         continue;
                     }
@@ -156,6 +189,7 @@ impl Reader {
             }
             if key {
                 last_key = Some(self.index.len());
+                chain_key = last_key;
             }
             self.index.push(entry);
             off = end;
@@ -169,7 +203,9 @@ impl Reader {
         let n = (file_len - off).min(4) as usize;
         let mut m = [0u8; 4];
         self.read_at(off, &mut m[..n]).is_ok()
-            && (m[..n] == FRAME_MAGIC[..n] || m[..n] == DELTA_MAGIC[..n])
+            && [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC]
+                .iter()
+                .any(|magic| m[..n] == magic[..n])
     }
 
     fn find_magic(&mut self, from: u64, file_len: u64) -> Option<u64> {
@@ -233,6 +269,11 @@ impl Reader {
             offset: e.offset,
             why,
         };
+        if e.chained || (e.key && self.major >= 3) {
+            self.decode_chain(i).map_err(corrupt)?;
+            let value = &self.chain.as_ref().expect("just decoded").value;
+            return Frame::deserialize(value).map_err(|err| corrupt(format!("decode: {err}")));
+        }
         let payload = self.verify(&e).map_err(corrupt)?;
         let json = if e.key {
             zstd::bulk::decompress(&payload, MAX_FRAME as usize)
@@ -257,6 +298,67 @@ impl Reader {
                 .map_err(|err| corrupt(format!("decompress: {err}")))?
         };
         serde_json::from_slice(&json).map_err(|err| corrupt(format!("decode: {err}")))
+    }
+
+    /// Decodes frame `i` of a format 3 file into `chain`: from the last
+    /// frame decoded when that is on the way, else from its keyframe.
+    fn decode_chain(&mut self, i: usize) -> Result<(), String> {
+        let e = self.index[i];
+        let base = if e.key {
+            i
+        } else {
+            e.base
+                .ok_or("its keyframe, or a frame between, is damaged or missing")?
+        };
+        let cached = self.chain.as_ref().map(|c| c.index);
+        if cached == Some(i) {
+            return Ok(());
+        }
+        let mut at = match cached {
+            Some(c) if (base..i).contains(&c) => c,
+            _ => {
+                let key = self.index[base];
+                let what = |w: String| format!("its keyframe {base}: {w}");
+                let kp = self.verify(&key).map_err(what)?;
+                let json = zstd::bulk::decompress(&kp, MAX_FRAME as usize)
+                    .map_err(|err| what(format!("decompress: {err}")))?;
+                let value =
+                    serde_json::from_slice(&json).map_err(|err| what(format!("decode: {err}")))?;
+                let shape = columns::shape(&json).map_err(what)?;
+                self.chain = Some(Decoded {
+                    index: base,
+                    value,
+                    shape,
+                    plain: json,
+                });
+                base
+            }
+        };
+        while at < i {
+            let j = at + 1;
+            let next = self.index[j];
+            let what = |w: String| {
+                if j == i {
+                    w
+                } else {
+                    format!("frame {j} before it: {w}")
+                }
+            };
+            let payload = self.verify(&next).map_err(what)?;
+            let last = self.chain.as_ref().expect("set above");
+            let body = zstd::bulk::Decompressor::with_dictionary(&last.plain)
+                .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
+                .map_err(|err| what(format!("decompress: {err}")))?;
+            let (value, shape) = columns::decode(&body, &last.value, &last.shape).map_err(what)?;
+            self.chain = Some(Decoded {
+                index: j,
+                value,
+                shape,
+                plain: body,
+            });
+            at = j;
+        }
+        Ok(())
     }
 
     /// Index of the last frame at or before `wall_ns` (the first frame if none).

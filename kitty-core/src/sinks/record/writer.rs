@@ -33,8 +33,11 @@ pub struct Writer {
     path: String,
     frames: u64,
     bytes: u64,
-    /// The compressor that has the last keyframe's JSON as its dictionary.
-    delta: Option<zstd::bulk::Compressor<'static>>,
+    /// Keeps the last frame written, to encode the next one against.
+    columns: columns::Encoder,
+    /// The last record's payload before compression: the next delta's
+    /// dictionary.
+    prev: Option<Vec<u8>>,
 }
 
 impl Writer {
@@ -54,7 +57,8 @@ impl Writer {
             path: name.into(),
             frames: 0,
             bytes: 0,
-            delta: None,
+            columns: columns::Encoder::default(),
+            prev: None,
         };
         let json = serde_json::to_vec(header).expect("header serializes");
         let mut head = Vec::with_capacity(json.len() + 20);
@@ -80,32 +84,26 @@ impl Writer {
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
         let json = digits::to_vec(frame).expect("frames serialize");
         let io = |e| RecordError::Io(self.path.clone(), e);
-        let key = self.frames.is_multiple_of(KEY_EVERY) || self.delta.is_none();
-        let payload = if key {
-            let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
-            // The next frames are compressed against this one.
-            let mut c = zstd::bulk::Compressor::with_dictionary(LEVEL, &json).map_err(io)?;
-            // A delta decoded against the wrong keyframe must fail, not
-            // give another frame: zstd's own content checksum says so.
-            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
-                .map_err(io)?;
-            // Smaller match tables than level 3's own: each delta starts by
-            // copying them (the dictionary's), which was most of its
-            // compression time; they cost 0.5 % in size here.
-            for p in [
-                zstd::zstd_safe::CParameter::HashLog(14),
-                zstd::zstd_safe::CParameter::ChainLog(14),
-            ] {
-                c.set_parameter(p).map_err(io)?;
+        let delta = match &self.prev {
+            Some(dict) if !self.frames.is_multiple_of(KEY_EVERY) => {
+                self.columns.delta(&json).map(|body| (body, dict))
             }
-            self.delta = Some(c);
-            p
-        } else {
-            let c = self.delta.as_mut().expect("a keyframe came first");
-            c.compress(&json).map_err(io)?
+            _ => None,
+        };
+        let key = delta.is_none();
+        let (plain, payload) = match delta {
+            Some((body, dict)) => {
+                let p = compress_against(dict, &body).map_err(io)?;
+                (body, p)
+            }
+            None => {
+                self.columns.key(&json);
+                let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
+                (json, p)
+            }
         };
         let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
-        rec.extend_from_slice(if key { FRAME_MAGIC } else { DELTA_MAGIC });
+        rec.extend_from_slice(if key { FRAME_MAGIC } else { COLUMNS_MAGIC });
         rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         let times = [frame.mono_ns.to_le_bytes(), frame.wall_ns.to_le_bytes()].concat();
         rec.extend_from_slice(&times);
@@ -114,8 +112,14 @@ impl Writer {
         h.update(&payload);
         rec.extend_from_slice(&h.finalize().to_le_bytes());
         rec.extend_from_slice(&payload);
-        self.write(&rec)?;
+        if let Err(e) = self.write(&rec) {
+            // What follows must not be encoded against a frame the file
+            // may not hold: the next frame is a keyframe.
+            self.prev = None;
+            return Err(e);
+        }
         self.frames += 1;
+        self.prev = Some(plain);
         Ok(())
     }
 
@@ -139,4 +143,29 @@ impl Writer {
             Sink::Stream(_) => Ok(()),
         }
     }
+}
+
+/// `body` compressed with `dict` as its history (a zstd prefix: nothing is
+/// built from it beforehand, unlike a dictionary, which cost twice the
+/// time here for the same size).
+fn compress_against(dict: &[u8], body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let err = |code| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    let mut c = CCtx::create();
+    for p in [
+        CParameter::CompressionLevel(DELTA_LEVEL),
+        // A delta decoded against the wrong frame must fail, not give
+        // another frame: zstd's own content checksum says so.
+        CParameter::ChecksumFlag(true),
+        // Match tables for what a body and its history span (tens of KB),
+        // not level 3's own: those are set up (zeroed) for every body.
+        CParameter::HashLog(14),
+        CParameter::ChainLog(14),
+    ] {
+        c.set_parameter(p).map_err(err)?;
+    }
+    c.ref_prefix(dict).map_err(err)?;
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(body.len()));
+    c.compress2(&mut out, body).map_err(err)?;
+    Ok(out)
 }
