@@ -80,27 +80,6 @@ pub fn recorded<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) ->
     serde_json::from_slice(&to_vec(value).expect("serializes")).expect("reads back")
 }
 
-/// A value as JSON with its floats rounded (what format 3 encodes).
-pub fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Result<serde_json::Value> {
-    let mut v = serde_json::to_value(value)?;
-    round_floats(&mut v);
-    Ok(v)
-}
-
-fn round_floats(v: &mut serde_json::Value) {
-    use serde_json::Value;
-    match v {
-        Value::Number(n) if n.is_f64() => {
-            if let Some(r) = n.as_f64().map(round).and_then(serde_json::Number::from_f64) {
-                *n = r;
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(round_floats),
-        Value::Object(m) => m.values_mut().for_each(round_floats),
-        _ => {}
-    }
-}
-
 /// A value's JSON with rounded floats.
 pub fn to_vec<T: serde::Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(32 << 10);
