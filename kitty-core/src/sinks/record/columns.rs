@@ -8,6 +8,8 @@
 
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 /// Latency histograms (`[[upper bound, count], ...]` on the probes'
 /// log-linear grid) travel as one dense token: `{"h": [first index, counts...]}`.
@@ -22,12 +24,16 @@ const GRID_MAX: usize = 8 * 60;
 pub struct Encoder {
     cur: Flat,
     prev: Flat,
-    /// The last frame's JSON (taken apart again, with paths, when the
-    /// next frame's shape differs); empty when there is none.
+    /// The last frame's JSON; empty when there is none.
     prev_json: Vec<u8>,
     /// Column ids by field path, for good: frames share their columns.
-    ids: HashMap<Vec<u8>, usize>,
+    ids: HashMap<Vec<u8>, usize, BuildHasherDefault<Words>>,
     names: Vec<Vec<u8>>,
+    /// Per column, the last frame's values in order (where they are in
+    /// `prev_json`), and this frame's (in its JSON).
+    prev_vals: Vec<Vec<Range<usize>>>,
+    cur_vals: Vec<Vec<Range<usize>>>,
+    /// Per column, this frame's tokens.
     cols: Vec<Vec<u8>>,
     /// The columns this frame wrote to, in the order it first did.
     touched: Vec<usize>,
@@ -38,8 +44,12 @@ impl Encoder {
     pub fn key(&mut self, json: &[u8]) {
         self.prev_json.clear();
         let mut prev = std::mem::take(&mut self.prev);
-        if flatten_into(&mut prev, json, true) {
+        if flatten_into(&mut prev, json) {
             self.assign_columns(&mut prev);
+            self.prev_vals.iter_mut().for_each(Vec::clear);
+            for leaf in &prev.leaves {
+                self.prev_vals[leaf.col].push(leaf.lit.clone());
+            }
             self.prev_json.extend_from_slice(json);
         }
         self.prev = prev;
@@ -54,6 +64,8 @@ impl Encoder {
                     self.ids.insert(name.to_vec(), self.names.len());
                     self.names.push(name.to_vec());
                     self.cols.push(Vec::new());
+                    self.prev_vals.push(Vec::new());
+                    self.cur_vals.push(Vec::new());
                     self.names.len() - 1
                 }
             };
@@ -63,58 +75,50 @@ impl Encoder {
     /// The delta body of the frame whose JSON is `json`, against the last
     /// frame given; that frame becomes this one. None (and no frame to
     /// encode against) for text serde did not write.
+    ///
+    /// A value is paired with the value of its column at the same place
+    /// in that column in the frame before (the third rank's CPU with the
+    /// third rank's CPU): the reader pairs them the same way.
     pub fn delta(&mut self, json: &[u8]) -> Option<Vec<u8>> {
         if self.prev_json.is_empty() {
             return None;
         }
         let mut cur = std::mem::take(&mut self.cur);
-        let mut prev = std::mem::take(&mut self.prev);
-        let mut ok = flatten_into(&mut cur, json, false);
-        // Consecutive frames nearly always have one shape: their values
-        // then pair up by position and share their columns; else both are
-        // taken apart again with their paths, to pair values by exact path.
+        let prev = std::mem::take(&mut self.prev);
+        let ok = flatten_into(&mut cur, json);
+        // Consecutive frames often have one shape: the columns of their
+        // values are then known by position; else by their field paths.
         let same = ok && cur.shape == prev.shape;
-        let mut by_path: HashMap<&[u8], usize> = HashMap::new();
-        if ok && !same {
-            ok = flatten_into(&mut cur, json, true)
-                && flatten_into(&mut prev, &self.prev_json, true);
-            if ok {
-                self.assign_columns(&mut cur);
-                by_path = prev
-                    .leaves
-                    .iter()
-                    .enumerate()
-                    .map(|(n, l)| (&prev.paths[l.path.clone()], n))
-                    .collect();
+        if same {
+            for (c, p) in cur.leaves.iter_mut().zip(&prev.leaves) {
+                c.col = p.col;
             }
+        } else if ok {
+            self.assign_columns(&mut cur);
         }
         if !ok {
             self.prev_json.clear();
             (self.cur, self.prev) = (cur, prev);
             return None;
         }
-        for &id in &self.touched {
-            self.cols[id].clear();
-        }
+        self.cols.iter_mut().for_each(Vec::clear);
+        self.cur_vals.iter_mut().for_each(Vec::clear);
         self.touched.clear();
-        for n in 0..cur.leaves.len() {
-            let before = if same {
-                cur.leaves[n].col = prev.leaves[n].col;
-                Some(n)
-            } else {
-                by_path.get(&cur.paths[cur.leaves[n].path.clone()]).copied()
-            };
-            let leaf = &cur.leaves[n];
-            let before = before.map(|p| &prev.text[prev.leaves[p].lit.clone()]);
+        for leaf in &cur.leaves {
+            let at = self.cur_vals[leaf.col].len();
+            let before = self.prev_vals[leaf.col]
+                .get(at)
+                .map(|r| &self.prev_json[r.clone()]);
             let out = &mut self.cols[leaf.col];
             if out.is_empty() {
                 self.touched.push(leaf.col);
             } else {
                 out.push(b',');
             }
-            write_token(out, &cur.text[leaf.lit.clone()], leaf.hist, before);
+            write_token(out, &json[leaf.lit.clone()], leaf.hist, before);
+            self.cur_vals[leaf.col].push(leaf.lit.clone());
         }
-        let mut body = Vec::with_capacity(cur.text.len() + 64);
+        let mut body = Vec::with_capacity(json.len() / 2);
         body.push(b'[');
         // The shape only when it changed: null is "the one before".
         body.extend_from_slice(if same { b"null" } else { &cur.shape });
@@ -132,11 +136,39 @@ impl Encoder {
             body.push(b']');
         }
         body.extend_from_slice(b"}]");
-        drop(by_path);
         self.prev_json.clear();
         self.prev_json.extend_from_slice(json);
+        std::mem::swap(&mut self.prev_vals, &mut self.cur_vals);
         (self.cur, self.prev) = (prev, cur);
         Some(body)
+    }
+}
+
+/// A hasher for field paths (short byte strings, hashed a word at a time;
+/// SipHash was a tenth of a delta's time here). Not for hostile keys:
+/// these are kitty's own field names.
+#[derive(Default)]
+struct Words(u64);
+
+impl Hasher for Words {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.mix(u64::from_le_bytes(c.try_into().expect("eight bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.mix(u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Words {
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
@@ -204,43 +236,34 @@ fn int_text(lit: &[u8]) -> Option<i128> {
     Some(if neg { -v } else { v })
 }
 
-/// A frame's JSON taken apart: its shape, and its values in text order,
-/// each with its exact path (to pair it with the frame before) and its
-/// field path (its column).
+/// A frame's JSON taken apart: its shape, and its values in text order
+/// (where they are in the JSON), each with its field path (its column).
 #[derive(Default)]
 struct Flat {
     shape: Vec<u8>,
-    text: Vec<u8>,
-    paths: Vec<u8>,
     norms: Vec<u8>,
     leaves: Vec<Leaf>,
 }
 
 struct Leaf {
-    lit: std::ops::Range<usize>,
-    path: std::ops::Range<usize>,
-    norm: std::ops::Range<usize>,
+    lit: Range<usize>,
+    norm: Range<usize>,
     /// A histogram on the grid (written as a dense token when it changed).
     hist: bool,
     /// Its column's id, once known.
     col: usize,
 }
 
-/// Takes serde's JSON of a frame apart into `flat` (its buffers kept),
-/// with each value's paths when `detail`; false for text serde did not
-/// write.
-fn flatten_into(flat: &mut Flat, json: &[u8], detail: bool) -> bool {
+/// Takes serde's JSON of a frame apart into `flat` (its buffers kept);
+/// false for text serde did not write.
+fn flatten_into(flat: &mut Flat, json: &[u8]) -> bool {
     flat.shape.clear();
-    flat.text.clear();
-    flat.paths.clear();
     flat.norms.clear();
     flat.leaves.clear();
     let mut s = Scan {
         b: json,
         at: 0,
-        exact: Vec::new(),
         norm: Vec::new(),
-        detail,
         flat,
     };
     s.value(0).is_some() && s.at == json.len()
@@ -249,13 +272,13 @@ fn flatten_into(flat: &mut Flat, json: &[u8], detail: bool) -> bool {
 #[cfg(test)]
 fn flatten(json: &[u8]) -> Option<Flat> {
     let mut f = Flat::default();
-    flatten_into(&mut f, json, true).then_some(f)
+    flatten_into(&mut f, json).then_some(f)
 }
 
 /// The shape of a keyframe's JSON (what the delta after it may leave out).
 pub fn shape(json: &[u8]) -> Result<Value, String> {
     let mut f = Flat::default();
-    if !flatten_into(&mut f, json, false) {
+    if !flatten_into(&mut f, json) {
         return Err("keyframe: not a frame's JSON".into());
     }
     serde_json::from_slice(&f.shape).map_err(|e| format!("keyframe shape: {e}"))
@@ -264,14 +287,8 @@ pub fn shape(json: &[u8]) -> Result<Value, String> {
 struct Scan<'a> {
     b: &'a [u8],
     at: usize,
-    /// The exact path here: a key as `k`, its length and bytes; an index
-    /// as `i` and four bytes (unambiguous whatever the keys hold).
-    exact: Vec<u8>,
     /// The field path here: `/key` and `/#` (the column's name).
     norm: Vec<u8>,
-    /// Whether to keep each value's paths (only needed when a frame's
-    /// shape is not the one before: the common case skips them).
-    detail: bool,
     flat: &'a mut Flat,
 }
 
@@ -304,12 +321,13 @@ impl Scan<'_> {
             }
             _ => {
                 let start = self.at;
-                while !matches!(self.peek()?, b',' | b']' | b'}') {
-                    self.at += 1;
-                }
-                if start == self.at {
+                let n = self.b[start..]
+                    .iter()
+                    .position(|&c| matches!(c, b',' | b']' | b'}'))?;
+                if n == 0 {
                     return None;
                 }
+                self.at += n;
                 self.leaf(start, false);
                 Some(())
             }
@@ -318,17 +336,11 @@ impl Scan<'_> {
 
     fn leaf(&mut self, start: usize, hist: bool) {
         let f = &mut *self.flat;
-        let lit = f.text.len()..f.text.len() + (self.at - start);
-        f.text.extend_from_slice(&self.b[start..self.at]);
-        let path = f.paths.len()..f.paths.len() + self.exact.len();
+        let lit = start..self.at;
         let norm = f.norms.len()..f.norms.len() + self.norm.len();
-        if self.detail {
-            f.paths.extend_from_slice(&self.exact);
-            f.norms.extend_from_slice(&self.norm);
-        }
+        f.norms.extend_from_slice(&self.norm);
         f.leaves.push(Leaf {
             lit,
-            path,
             norm,
             hist,
             col: 0,
@@ -339,14 +351,17 @@ impl Scan<'_> {
     fn string(&mut self) -> Option<()> {
         self.at += 1;
         loop {
-            match self.peek()? {
-                b'\\' => self.at += 2,
-                b'"' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => self.at += 1,
+            let n = self
+                .b
+                .get(self.at..)?
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\')?;
+            self.at += n;
+            if self.b[self.at] == b'"' {
+                self.at += 1;
+                return Some(());
             }
+            self.at += 2;
         }
     }
 
@@ -368,17 +383,10 @@ impl Scan<'_> {
             }
             self.at += 1;
             self.flat.shape.push(b':');
-            let (e, n) = (self.exact.len(), self.norm.len());
-            if self.detail {
-                self.exact.push(b'k');
-                self.exact
-                    .extend_from_slice(&(key.len() as u32).to_le_bytes());
-                self.exact.extend_from_slice(key);
-                self.norm.push(b'/');
-                self.norm.extend_from_slice(key);
-            }
+            let n = self.norm.len();
+            self.norm.push(b'/');
+            self.norm.extend_from_slice(key);
             self.value(depth + 1)?;
-            self.exact.truncate(e);
             self.norm.truncate(n);
             match self.peek()? {
                 b',' => {
@@ -404,17 +412,9 @@ impl Scan<'_> {
             return Some(());
         }
         let n0 = self.norm.len();
-        if self.detail {
-            self.norm.extend_from_slice(b"/#");
-        }
-        for i in 0u32.. {
-            let e = self.exact.len();
-            if self.detail {
-                self.exact.push(b'i');
-                self.exact.extend_from_slice(&i.to_le_bytes());
-            }
+        self.norm.extend_from_slice(b"/#");
+        loop {
             self.value(depth + 1)?;
-            self.exact.truncate(e);
             match self.peek()? {
                 b',' => {
                     self.at += 1;
@@ -502,9 +502,48 @@ fn digits_then<'a>(b: &'a [u8], end: &[u8]) -> Option<(u64, &'a [u8])> {
     Some((v, b[n..].strip_prefix(end)?))
 }
 
-/// The frame a delta body gives against `prev` (whose shape is
-/// `prev_shape`), and its own shape.
-pub fn decode(body: &[u8], prev: &Value, prev_shape: &Value) -> Result<(Value, Value), String> {
+/// A frame's values by column (field path), in order: what the next
+/// frame's values are paired with.
+pub type Columns = HashMap<String, Vec<Value>>;
+
+/// The columns of a keyframe, from its shape and its values.
+pub fn columns_of(shape: &Value, value: &Value) -> Result<Columns, String> {
+    fn walk(s: &Value, v: &Value, path: &mut String, out: &mut Columns) -> Result<(), String> {
+        let bad = || "keyframe: its values do not fit its shape".to_string();
+        match s {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let at = path.len();
+                    path.push('/');
+                    path.push_str(k);
+                    walk(x, v.get(k).ok_or_else(bad)?, path, out)?;
+                    path.truncate(at);
+                }
+            }
+            Value::Array(a) => {
+                let at = path.len();
+                path.push_str("/#");
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, v.get(i).ok_or_else(bad)?, path, out)?;
+                }
+                path.truncate(at);
+            }
+            _ => out.entry(path.clone()).or_default().push(v.clone()),
+        }
+        Ok(())
+    }
+    let mut out = Columns::new();
+    walk(shape, value, &mut String::new(), &mut out)?;
+    Ok(out)
+}
+
+/// What a delta body gives, against the frame before it (its columns and
+/// shape): the frame, its shape and its columns.
+pub fn decode(
+    body: &[u8],
+    prev: &Columns,
+    prev_shape: &Value,
+) -> Result<(Value, Value, Columns), String> {
     let body: Value = serde_json::from_slice(body).map_err(|e| format!("delta body: {e}"))?;
     let Value::Array(mut parts) = body else {
         return Err("delta body: not a [shape, columns] pair".into());
@@ -520,17 +559,19 @@ pub fn decode(body: &[u8], prev: &Value, prev_shape: &Value) -> Result<(Value, V
         s => s,
     };
     let mut cursor = Cursor {
-        cols: cols
+        tokens: cols
             .into_iter()
             .map(|(name, c)| match c {
                 Value::Array(a) => Ok((name, a.into_iter())),
                 _ => Err("delta body: a column is not a list".to_string()),
             })
             .collect::<Result<_, _>>()?,
+        prev,
+        out: Columns::new(),
     };
     let mut path = String::new();
-    let frame = fill(shape.clone(), Some(prev), &mut path, &mut cursor)?;
-    Ok((frame, shape))
+    let frame = fill(shape.clone(), &mut path, &mut cursor)?;
+    Ok((frame, shape, cursor.out))
 }
 
 fn as_int(v: &Value) -> Option<i128> {
@@ -584,29 +625,37 @@ fn from_grid(dense: &[Value]) -> Result<Value, String> {
     Ok(Value::Array(pairs))
 }
 
-/// The columns of a body being read, by field path; within a column, the
-/// values in the order of their array indices (what a depth-first walk
-/// gives whatever order an object's keys come in).
-struct Cursor {
-    cols: HashMap<String, std::vec::IntoIter<Value>>,
+/// A body being read: its tokens by column, the frame before's values,
+/// and this frame's, as they are resolved.
+struct Cursor<'a> {
+    tokens: HashMap<String, std::vec::IntoIter<Value>>,
+    prev: &'a Columns,
+    out: Columns,
 }
 
-impl Cursor {
+impl Cursor<'_> {
+    /// The next value of the column at `path`.
     fn next(&mut self, path: &str) -> Result<Value, String> {
-        self.cols
+        let token = self
+            .tokens
             .get_mut(path)
             .and_then(|c| c.next())
-            .ok_or_else(|| format!("delta body: column {path} ends early"))
+            .ok_or_else(|| format!("delta body: column {path} ends early"))?;
+        let done = self.out.get(path).map_or(0, Vec::len);
+        let before = self.prev.get(path).and_then(|c| c.get(done));
+        let v = resolve(token, before, path)?;
+        match self.out.get_mut(path) {
+            Some(c) => c.push(v.clone()),
+            None => {
+                self.out.insert(path.to_string(), vec![v.clone()]);
+            }
+        }
+        Ok(v)
     }
 }
 
-/// The frame from its shape, its columns and the frame before it.
-fn fill(
-    shape: Value,
-    prev: Option<&Value>,
-    path: &mut String,
-    cur: &mut Cursor,
-) -> Result<Value, String> {
+/// The frame from its shape and its columns.
+fn fill(shape: Value, path: &mut String, cur: &mut Cursor) -> Result<Value, String> {
     match shape {
         Value::Object(m) => {
             let mut out = Map::new();
@@ -614,7 +663,7 @@ fn fill(
                 let at = path.len();
                 path.push('/');
                 path.push_str(&k);
-                let v = fill(x, prev.and_then(|p| p.get(&k)), path, cur)?;
+                let v = fill(x, path, cur)?;
                 path.truncate(at);
                 out.insert(k, v);
             }
@@ -625,13 +674,12 @@ fn fill(
             path.push_str("/#");
             let out = a
                 .into_iter()
-                .enumerate()
-                .map(|(i, x)| fill(x, prev.and_then(|p| p.get(i)), path, cur))
+                .map(|x| fill(x, path, cur))
                 .collect::<Result<_, _>>()?;
             path.truncate(at);
             Ok(Value::Array(out))
         }
-        Value::Null => resolve(cur.next(path)?, prev, path),
+        Value::Null => cur.next(path),
         _ => Err("delta body: a value inside the shape".into()),
     }
 }
@@ -674,7 +722,9 @@ mod tests {
         let key = serde_json::to_vec(prev).unwrap();
         e.key(&key);
         let body = e.delta(&serde_json::to_vec(cur).unwrap()).unwrap();
-        let (got, _) = decode(&body, prev, &shape(&key).unwrap()).unwrap();
+        let sh = shape(&key).unwrap();
+        let cols = columns_of(&sh, prev).unwrap();
+        let (got, _, _) = decode(&body, &cols, &sh).unwrap();
         assert_eq!(&got, cur);
         String::from_utf8(body).unwrap()
     }
@@ -695,16 +745,17 @@ mod tests {
         let mut e = Encoder::default();
         let key = serde_json::to_vec(&frames[0]).unwrap();
         e.key(&key);
-        let (mut prev, mut prev_shape) = (frames[0].clone(), shape(&key).unwrap());
+        let prev_shape = shape(&key).unwrap();
+        let (mut prev, mut prev_shape) = (columns_of(&prev_shape, &frames[0]).unwrap(), prev_shape);
         for (n, f) in frames.iter().enumerate().skip(1) {
             let body = e.delta(&serde_json::to_vec(f).unwrap()).unwrap();
             let text = String::from_utf8(body.clone()).unwrap();
             // The shape is left out exactly when it is the one before.
             let same_shape = [1, 3, 5].contains(&n);
             assert_eq!(text.starts_with("[null,"), same_shape, "frame {n}: {text}");
-            let (got, s) = decode(&body, &prev, &prev_shape).unwrap();
+            let (got, s, cols) = decode(&body, &prev, &prev_shape).unwrap();
             assert_eq!(&got, f, "frame {n}");
-            (prev, prev_shape) = (got, s);
+            (prev, prev_shape) = (cols, s);
         }
     }
 
@@ -749,7 +800,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#""/ranks/#/pid":[[],[]]"#), "{text}");
-        // Another shape (a rank more): by exact path.
+        // Another shape (a rank more): by field path and place.
         let grown = frame(366553849, 1.25, json!([[3.0, 2]]), true);
         round_trip(&grown, &prev);
         round_trip(&prev, &grown);
@@ -779,16 +830,18 @@ mod tests {
 
     #[test]
     fn damaged_bodies_are_errors_not_panics() {
-        let prev = json!({"a": 1, "b": [1, 2]});
+        let no_shape = json!({"a": null, "b": [null, null]});
+        let prev = columns_of(&no_shape, &json!({"a": 1, "b": [1, 2]})).unwrap();
         let good: &[u8] = br#"[{"a":null},{"/a":[[]]}]"#;
-        let no_shape = json!({"b": null});
         assert_eq!(decode(good, &prev, &no_shape).unwrap().0, json!({"a": 1}));
         // No shape given: the one before.
-        let reuse: &[u8] = br#"[null,{"/b":[[]]}]"#;
+        let reuse: &[u8] = br#"[null,{"/a":[3],"/b/#":[[],[5]]}]"#;
         assert_eq!(
             decode(reuse, &prev, &no_shape).unwrap().0,
-            json!({"b": [1, 2]})
+            json!({"a": 3, "b": [1, 7]})
         );
+        // A shape that does not fit the values it is read with.
+        assert!(columns_of(&no_shape, &json!({"a": 1})).is_err());
         for body in [
             &b"not json"[..],
             b"{}",
@@ -801,6 +854,7 @@ mod tests {
             br#"[{"a":null},{"/a":[{"q":1}]}]"#,
             br#"[{"a":null},{"/a":[[1,2]]}]"#,
             br#"[{"a":5},{}]"#,
+            br#"[{"b":[null,null,null]},{"/b/#":[[],[],[]]}]"#,
         ] {
             assert!(
                 decode(body, &prev, &no_shape).is_err(),

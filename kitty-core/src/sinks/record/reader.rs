@@ -55,6 +55,8 @@ struct Decoded {
     index: usize,
     value: serde_json::Value,
     shape: serde_json::Value,
+    /// Its values by column: what the next frame's are paired with.
+    cols: columns::Columns,
     /// Its record's payload, uncompressed: the next one's dictionary.
     plain: Vec<u8>,
 }
@@ -325,10 +327,12 @@ impl Reader {
                 let value =
                     serde_json::from_slice(&json).map_err(|err| what(format!("decode: {err}")))?;
                 let shape = columns::shape(&json).map_err(what)?;
+                let cols = columns::columns_of(&shape, &value).map_err(what)?;
                 self.chain = Some(Decoded {
                     index: base,
                     value,
                     shape,
+                    cols,
                     plain: json,
                 });
                 base
@@ -349,11 +353,13 @@ impl Reader {
             let body = zstd::bulk::Decompressor::with_dictionary(&last.plain)
                 .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
                 .map_err(|err| what(format!("decompress: {err}")))?;
-            let (value, shape) = columns::decode(&body, &last.value, &last.shape).map_err(what)?;
+            let (value, shape, cols) =
+                columns::decode(&body, &last.cols, &last.shape).map_err(what)?;
             self.chain = Some(Decoded {
                 index: j,
                 value,
                 shape,
+                cols,
                 plain: body,
             });
             at = j;

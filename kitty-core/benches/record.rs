@@ -1,0 +1,37 @@
+//! Writing a recording: one frame appended (its JSON, the columns of its
+//! changes against the frame before, zstd), over the frames of a real
+//! 3-rank job (`tests/fixtures/recording-v2.kitty`, read back and written
+//! again in turn, keyframes included as they fall), and the bytes per
+//! minute that gives at 500 ms.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use kitty_core::sinks::record::{Header, Reader, Sink, Writer};
+
+fn bench(c: &mut Criterion) {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recording-v2.kitty");
+    let mut r = Reader::open(&fixture).unwrap();
+    let (frames, _) = r.read_all();
+    let header = Header::now("bench", std::time::Duration::from_millis(500));
+    let mut w = Writer::new(Sink::Stream(Box::new(std::io::sink())), "sink", &header).unwrap();
+    let start = w.bytes();
+    for f in &frames {
+        w.append(f).unwrap();
+    }
+    let per_min = (w.bytes() - start) as f64 / frames.len() as f64 * 120.0 / 1024.0;
+    eprintln!(
+        "{} frames of a 3-rank job: {per_min:.0} KB per minute at 500 ms in format 3 (format 2: {:.0})",
+        frames.len(),
+        std::fs::metadata(&fixture).unwrap().len() as f64 / frames.len() as f64 * 120.0 / 1024.0
+    );
+    let mut n = 0;
+    c.bench_function("append a frame of a 3-rank job", |b| {
+        b.iter(|| {
+            w.append(&frames[n % frames.len()]).unwrap();
+            n += 1;
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
