@@ -1,11 +1,9 @@
-//! The kernel's log-linear latency histogram (see `bpf/kitty.h`), read back:
-//! bucket bounds, per-tick differences of the cumulative counts, merging, and
+//! The kernel's log-linear latency histogram (see `bpf/kitty.h`; its grid
+//! is `kitty_core::model::grid`), read back: per-tick differences of the cumulative counts, merging, and
 //! percentiles interpolated inside a bucket (checked against hdrhistogram
 //! in the tests).
 
-/// Must match HIST_SUB_BITS / HIST_BUCKETS in bpf/kitty.h.
-pub const SUB_BITS: u32 = 3;
-pub const BUCKETS: usize = 256;
+pub use kitty_core::model::grid::{bucket_bounds, bucket_of, BUCKETS, SUB_BITS};
 
 /// The map value, laid out as `struct hist` in bpf/kitty.h.
 #[repr(C)]
@@ -34,29 +32,6 @@ impl Default for RawHist {
             buckets: [0; BUCKETS],
         }
     }
-}
-
-/// The bucket a value falls in: the same arithmetic as `hist_bucket` in C.
-pub fn bucket_of(v: u32) -> usize {
-    let sub = 1u32 << SUB_BITS;
-    if v < sub {
-        return v as usize;
-    }
-    let msb = 31 - v.leading_zeros();
-    let idx = (msb - SUB_BITS + 1) * sub + ((v >> (msb - SUB_BITS)) & (sub - 1));
-    (idx as usize).min(BUCKETS - 1)
-}
-
-/// [low, high) bounds of a bucket, in the histogram's unit (microseconds).
-pub fn bucket_bounds(i: usize) -> (f64, f64) {
-    let sub = 1usize << SUB_BITS;
-    if i < sub {
-        return (i as f64, i as f64 + 1.0);
-    }
-    let octave = (i / sub) as u32 + SUB_BITS - 1;
-    let step = 1u64 << (octave - SUB_BITS);
-    let low = (1u64 << octave) + (i % sub) as u64 * step;
-    (low as f64, (low + step) as f64)
 }
 
 /// Counts of one interval: what happened between two reads.

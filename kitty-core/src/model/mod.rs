@@ -4,6 +4,7 @@
 
 pub mod format;
 pub mod frame;
+pub mod grid;
 pub mod history;
 pub mod named;
 pub mod rates;

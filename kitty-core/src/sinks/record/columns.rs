@@ -4,18 +4,18 @@
 //! written as "the same as before", an integer's difference, or itself.
 //! Consecutive frames share their shape and most values; a column of one
 //! field compresses far better than the same numbers scattered between
-//! keys (measured on an 8-rank job: 535 -> ~300 KB per minute with zstd).
+//! keys (measured on an 8-rank job: 535 -> ~370 KB per minute with zstd).
 
+use crate::model::grid;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 /// Latency histograms (`[[upper bound, count], ...]` on the probes'
-/// log-linear grid) travel as one dense token: `{"h": [first index, counts...]}`.
+/// log-linear grid, [`grid`]) travel as one dense token:
+/// `{"h": [first bucket, counts...]}`.
 const HIST: &str = "h";
-/// Grid indices a histogram token may name; more is damage, not data.
-const GRID_MAX: usize = 8 * 60;
 
 /// Writes delta bodies: keeps the last frame's values (taken apart from
 /// its JSON text, which serde wrote: compact and well formed) to encode
@@ -85,21 +85,20 @@ impl Encoder {
         }
         let mut cur = std::mem::take(&mut self.cur);
         let prev = std::mem::take(&mut self.prev);
-        let ok = flatten_into(&mut cur, json);
+        if !flatten_into(&mut cur, json) {
+            self.prev_json.clear();
+            (self.cur, self.prev) = (cur, prev);
+            return None;
+        }
         // Consecutive frames often have one shape: the columns of their
         // values are then known by position; else by their field paths.
-        let same = ok && cur.shape == prev.shape;
+        let same = cur.shape == prev.shape;
         if same {
             for (c, p) in cur.leaves.iter_mut().zip(&prev.leaves) {
                 c.col = p.col;
             }
-        } else if ok {
+        } else {
             self.assign_columns(&mut cur);
-        }
-        if !ok {
-            self.prev_json.clear();
-            (self.cur, self.prev) = (cur, prev);
-            return None;
         }
         self.cols.iter_mut().for_each(Vec::clear);
         self.cur_vals.iter_mut().for_each(Vec::clear);
@@ -388,19 +387,19 @@ impl Scan<'_> {
             self.norm.extend_from_slice(key);
             self.value(depth + 1)?;
             self.norm.truncate(n);
-            match self.peek()? {
-                b',' => {
-                    self.at += 1;
-                    self.flat.shape.push(b',');
-                }
-                b'}' => {
-                    self.at += 1;
-                    self.flat.shape.push(b'}');
-                    return Some(());
-                }
-                _ => return None,
+            if self.next_or_close(b'}')? {
+                return Some(());
             }
         }
+    }
+
+    /// Past the `,` between two members (false) or the `close` after the
+    /// last (true); None for anything else.
+    fn next_or_close(&mut self, close: u8) -> Option<bool> {
+        let c = self.peek().filter(|&c| c == b',' || c == close)?;
+        self.at += 1;
+        self.flat.shape.push(c);
+        Some(c == close)
     }
 
     fn array(&mut self, depth: usize) -> Option<()> {
@@ -415,17 +414,8 @@ impl Scan<'_> {
         self.norm.extend_from_slice(b"/#");
         loop {
             self.value(depth + 1)?;
-            match self.peek()? {
-                b',' => {
-                    self.at += 1;
-                    self.flat.shape.push(b',');
-                }
-                b']' => {
-                    self.at += 1;
-                    self.flat.shape.push(b']');
-                    break;
-                }
-                _ => return None,
+            if self.next_or_close(b']')? {
+                break;
             }
         }
         self.norm.truncate(n0);
@@ -476,7 +466,7 @@ fn grid_pairs(lit: &[u8], mut each: impl FnMut(usize, u64)) -> bool {
         let Some((n, r)) = digits_then(r, b"]") else {
             return false;
         };
-        let Some(i) = grid_index(b) else {
+        let Some(i) = grid::bucket_with_upper(b) else {
             return false;
         };
         if n == 0 || last.is_some_and(|l| i <= l) {
@@ -570,7 +560,7 @@ pub fn decode(
         out: Columns::new(),
     };
     let mut path = String::new();
-    let frame = fill(shape.clone(), &mut path, &mut cursor)?;
+    let frame = fill(&shape, &mut path, &mut cursor)?;
     Ok((frame, shape, cursor.out))
 }
 
@@ -581,44 +571,19 @@ fn as_int(v: &Value) -> Option<i128> {
         .or_else(|| n.as_i64().map(i128::from))
 }
 
-/// Upper bound of grid bucket `i`: 1..=8, then eight steps per octave (the
-/// probes' log-linear histogram, `bpf/kitty.h`).
-fn grid_bound(i: usize) -> u64 {
-    if i < 8 {
-        return i as u64 + 1;
-    }
-    let octave = (i / 8) as u32 + 2;
-    let step = 1u64 << (octave - 3);
-    (1u64 << octave) + (i % 8 + 1) as u64 * step
-}
-
-/// The grid bucket whose upper bound is `u`, if `u` is one.
-fn grid_index(u: u64) -> Option<usize> {
-    if u == 0 {
-        return None;
-    }
-    if u <= 8 {
-        return Some(u as usize - 1);
-    }
-    let v = u - 1;
-    let msb = 63 - v.leading_zeros() as usize;
-    let i = (msb - 2) * 8 + ((v >> (msb - 3)) & 7) as usize;
-    (i < GRID_MAX && grid_bound(i) == u).then_some(i)
-}
-
 /// The sparse pairs of a dense histogram token.
 fn from_grid(dense: &[Value]) -> Result<Value, String> {
     let bad = || "delta body: a damaged histogram".to_string();
     let (lo, counts) = dense.split_first().ok_or_else(bad)?;
     let lo = lo.as_u64().ok_or_else(bad)? as usize;
-    if lo + counts.len() > GRID_MAX {
+    if lo + counts.len() > grid::BUCKETS {
         return Err(bad());
     }
     let mut pairs = Vec::new();
     for (k, n) in counts.iter().enumerate() {
         let n = n.as_u64().ok_or_else(bad)?;
         if n > 0 {
-            let b = Number::from_f64(grid_bound(lo + k) as f64).ok_or_else(bad)?;
+            let b = Number::from_f64(grid::bucket_bounds(lo + k).1).ok_or_else(bad)?;
             pairs.push(Value::Array(vec![Value::Number(b), Value::from(n)]));
         }
     }
@@ -655,17 +620,17 @@ impl Cursor<'_> {
 }
 
 /// The frame from its shape and its columns.
-fn fill(shape: Value, path: &mut String, cur: &mut Cursor) -> Result<Value, String> {
+fn fill(shape: &Value, path: &mut String, cur: &mut Cursor) -> Result<Value, String> {
     match shape {
         Value::Object(m) => {
             let mut out = Map::new();
             for (k, x) in m {
                 let at = path.len();
                 path.push('/');
-                path.push_str(&k);
+                path.push_str(k);
                 let v = fill(x, path, cur)?;
                 path.truncate(at);
-                out.insert(k, v);
+                out.insert(k.clone(), v);
             }
             Ok(Value::Object(out))
         }
@@ -673,7 +638,7 @@ fn fill(shape: Value, path: &mut String, cur: &mut Cursor) -> Result<Value, Stri
             let at = path.len();
             path.push_str("/#");
             let out = a
-                .into_iter()
+                .iter()
                 .map(|x| fill(x, path, cur))
                 .collect::<Result<_, _>>()?;
             path.truncate(at);
@@ -757,22 +722,6 @@ mod tests {
             assert_eq!(&got, f, "frame {n}");
             (prev, prev_shape) = (cols, s);
         }
-    }
-
-    #[test]
-    fn the_grid_matches_the_kernels_buckets() {
-        // Upper bounds as the probes report them (kitty-probe-ebpf hist.rs).
-        let bounds: Vec<u64> = (0..20).map(grid_bound).collect();
-        assert_eq!(
-            bounds,
-            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24]
-        );
-        assert_eq!(grid_bound(8 * 10 - 1), 1 << 12);
-        for i in 0..GRID_MAX {
-            assert_eq!(grid_index(grid_bound(i)), Some(i), "bucket {i}");
-        }
-        assert_eq!(grid_index(17), None);
-        assert_eq!(grid_index(0), None);
     }
 
     fn frame(c: u64, rate: f64, h: Value, extra: bool) -> Value {

@@ -39,6 +39,8 @@ pub const FRAME_MAGIC: &[u8; 4] = b"KFR1";
 pub const DELTA_MAGIC: &[u8; 4] = b"KFR2";
 /// A frame as columns of changes against the frame before it (format 3).
 pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
+/// Every record magic a reader knows.
+pub const MAGICS: [&[u8; 4]; 3] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC];
 /// 3: frames as changes against the one before. 2: delta frames against
 /// keyframes. 1: every frame on its own.
 pub const MAJOR: u16 = 3;

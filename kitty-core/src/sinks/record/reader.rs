@@ -30,9 +30,7 @@ pub struct IndexEntry {
 
 /// Either record magic, or the start of one.
 fn is_magic(m: &[u8]) -> bool {
-    [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC]
-        .iter()
-        .any(|magic| m == &magic[..])
+    MAGICS.iter().any(|magic| m == &magic[..])
 }
 
 pub struct Reader {
@@ -204,10 +202,7 @@ impl Reader {
     fn magic_prefix_at(&mut self, off: u64, file_len: u64) -> bool {
         let n = (file_len - off).min(4) as usize;
         let mut m = [0u8; 4];
-        self.read_at(off, &mut m[..n]).is_ok()
-            && [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC]
-                .iter()
-                .any(|magic| m[..n] == magic[..n])
+        self.read_at(off, &mut m[..n]).is_ok() && MAGICS.iter().any(|magic| m[..n] == magic[..n])
     }
 
     fn find_magic(&mut self, from: u64, file_len: u64) -> Option<u64> {

@@ -266,25 +266,33 @@ mod fuzz {
     }
 }
 
+/// A committed recording.
+fn fixture(name: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The ranks of the fixtures' job in a frame.
+fn fixture_ranks(f: &Frame) -> usize {
+    f.ranks
+        .iter()
+        .filter(|x| x.labels.job.as_deref() == Some("fixture"))
+        .count()
+}
+
 /// A recording made by kitty 0.1 (format 1.0, frame version 1, signals as
 /// free strings) before typed signals: it still replays, every frame.
 #[test]
 fn a_version_1_recording_still_replays() {
-    let p =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recording-v1.kitty");
-    let mut r = Reader::open(&p).unwrap();
+    let mut r = Reader::open(&fixture("recording-v1.kitty")).unwrap();
     assert!(r.warnings().is_empty(), "{:?}", r.warnings());
     assert_eq!(r.header().frame_version, 1);
     let (frames, skipped) = r.read_all();
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(frames.len(), 13);
     for f in &frames {
-        let ranks: Vec<_> = f
-            .ranks
-            .iter()
-            .filter(|x| x.labels.job.as_deref() == Some("fixture"))
-            .collect();
-        assert_eq!(ranks.len(), 3);
+        assert_eq!(fixture_ranks(f), 3);
     }
     let last = frames.last().unwrap();
     assert!(last.ranks[0].signal(Sig::RunDelayMsPerS).is_some());
@@ -298,8 +306,7 @@ fn a_version_1_recording_still_replays() {
 /// read back the same, frame for frame.
 #[test]
 fn a_format_2_recording_still_replays_and_rewrites_the_same() {
-    let p =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recording-v2.kitty");
+    let p = fixture("recording-v2.kitty");
     let mut r = Reader::open(&p).unwrap();
     assert!(r.warnings().is_empty(), "{:?}", r.warnings());
     assert_eq!(r.index().iter().filter(|e| e.key).count(), 2);
@@ -308,13 +315,7 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(frames.len(), 20);
     for f in &frames {
-        assert_eq!(
-            f.ranks
-                .iter()
-                .filter(|x| x.labels.job.as_deref() == Some("fixture"))
-                .count(),
-            3
-        );
+        assert_eq!(fixture_ranks(f), 3);
     }
     let last = frames.last().unwrap();
     assert!(last.ranks.iter().all(|x| x.signal(Sig::CpuPct).is_some()));

@@ -1,0 +1,64 @@
+//! The latency histograms' log-linear grid (the probes' `bpf/kitty.h`):
+//! buckets 0..8 one unit wide, then eight per octave. The probes fill it;
+//! a frame's histograms name their buckets by upper bound; the recording
+//! writes them densely by index.
+
+/// Must match HIST_SUB_BITS / HIST_BUCKETS in the probes' bpf/kitty.h.
+pub const SUB_BITS: u32 = 3;
+pub const BUCKETS: usize = 256;
+
+/// The bucket a value falls in: the same arithmetic as `hist_bucket` in C.
+pub fn bucket_of(v: u32) -> usize {
+    index(v as u64).min(BUCKETS - 1)
+}
+
+fn index(v: u64) -> usize {
+    let sub = 1u64 << SUB_BITS;
+    if v < sub {
+        return v as usize;
+    }
+    let msb = 63 - v.leading_zeros();
+    ((msb - SUB_BITS + 1) as u64 * sub + ((v >> (msb - SUB_BITS)) & (sub - 1))) as usize
+}
+
+/// [low, high) bounds of a bucket, in the histogram's unit (microseconds).
+pub fn bucket_bounds(i: usize) -> (f64, f64) {
+    let sub = 1usize << SUB_BITS;
+    if i < sub {
+        return (i as f64, i as f64 + 1.0);
+    }
+    let octave = (i / sub) as u32 + SUB_BITS - 1;
+    let step = 1u64 << (octave - SUB_BITS);
+    let low = (1u64 << octave) + (i % sub) as u64 * step;
+    (low as f64, (low + step) as f64)
+}
+
+/// The bucket whose upper bound is `upper`, if that is one's.
+pub fn bucket_with_upper(upper: u64) -> Option<usize> {
+    let i = index(upper.checked_sub(1)?);
+    (i < BUCKETS && bucket_bounds(i).1 == upper as f64).then_some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_bounds_lead_back_to_their_buckets() {
+        let bounds: Vec<u64> = (0..20).map(|i| bucket_bounds(i).1 as u64).collect();
+        assert_eq!(
+            bounds,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24]
+        );
+        assert_eq!(bucket_bounds(8 * 10 - 1).1 as u64, 1 << 12);
+        for i in 0..BUCKETS {
+            assert_eq!(
+                bucket_with_upper(bucket_bounds(i).1 as u64),
+                Some(i),
+                "bucket {i}"
+            );
+        }
+        assert_eq!(bucket_with_upper(17), None);
+        assert_eq!(bucket_with_upper(0), None);
+    }
+}
