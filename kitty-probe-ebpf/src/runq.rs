@@ -81,8 +81,8 @@ const REAP_NS: u64 = 60_000_000_000;
 
 pub struct RunqProbe {
     _ebpf: Ebpf,
+    /// The filter, and each watched process's histogram by its index.
     watched: SlotFilter,
-    hists: BpfHashMap<MapData, u32, RawHist>,
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
     /// The culprit map in one read, where the kernel has map iterators
     /// (else two bpf() calls per entry through `culprits`).
@@ -106,9 +106,7 @@ impl RunqProbe {
                 ("runq_exit", "sched_process_exit"),
             ],
         )?;
-        let overflow = load::take_map(&mut ebpf, "watched")?;
-        let slots = load::take_map(&mut ebpf, "watch_slots")?;
-        let hists = load::take_map(&mut ebpf, "runq_hist")?;
+        let watched = SlotFilter::take(&mut ebpf)?;
         let raw = ebpf
             .take_map("culprits")
             .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
@@ -116,8 +114,7 @@ impl RunqProbe {
         let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
-            watched: SlotFilter::new(slots, overflow),
-            hists,
+            watched,
             culprits,
             culprit_iter,
             prev: HashMap::new(),
@@ -161,7 +158,6 @@ impl RunqProbe {
             .copied()
             .collect();
         for pid in gone {
-            let _ = self.hists.remove(&pid);
             self.prev.remove(&pid);
         }
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
@@ -189,7 +185,11 @@ impl RunqProbe {
                     })
                     .collect();
             }
-            let Ok(raw) = self.hists.get(&pid, 0) else {
+            let Some(Ok(raw)) = self
+                .watched
+                .index_of(pid)
+                .map(|i| self.watched.hists().get(&i, 0))
+            else {
                 continue;
             };
             let d = Hist::delta(&raw, self.prev.get(&pid));

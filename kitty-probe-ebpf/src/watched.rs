@@ -1,9 +1,12 @@
-//! Keeps a BPF `watched` map (tgid -> 1) in step with the ranks of the frame,
-//! so that the kernel side times and reports only the watched processes.
+//! Keeps the probes' filters in step with the ranks of the frame, so that
+//! the kernel side times and reports only the watched processes; the
+//! run-queue probe's also gives each one the index of its histogram.
 
-use aya::maps::{HashMap as BpfHashMap, MapData};
-use std::collections::BTreeSet;
+use crate::hist::RawHist;
+use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// A BPF `watched` map (tgid -> 1) kept equal to a set of pids.
 pub struct WatchedSet {
     map: BpfHashMap<MapData, u32, u8>,
     current: BTreeSet<u32>,
@@ -29,51 +32,97 @@ impl WatchedSet {
     }
 }
 
-/// Must match WATCH_SLOTS / COLLIDED in bpf/runq.bpf.c.
-const WATCH_SLOTS: u32 = 1 << 18;
+/// Must match WATCH_SLOTS / MAX_WATCHED / COLLIDED / `struct slot` in
+/// bpf/runq.bpf.c.
+const WATCH_SLOTS: u32 = 1 << 12;
+pub const MAX_WATCHED: u32 = 1024;
 const COLLIDED: u32 = u32::MAX;
 
-/// The run-queue probe's filter: an array slot per (tgid mod WATCH_SLOTS)
-/// holding the watched tgid, cheap to check on every context switch; slots
-/// two watched tgids share say COLLIDED and the `watched` hash decides.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Slot {
+    tgid: u32,
+    idx: u32,
+}
+// SAFETY: repr(C) plain data without padding.
+unsafe impl aya::Pod for Slot {}
+
+/// The filter: an array slot per (tgid mod WATCH_SLOTS) holding the watched
+/// tgid and its index, cheap to check on every context switch; slots two
+/// watched tgids share say COLLIDED and the `watched` hash (tgid -> index)
+/// decides. Indices are dense (0..MAX_WATCHED) and stay with a process while
+/// it is watched; a process past MAX_WATCHED is not timed.
 pub struct SlotFilter {
-    slots: aya::maps::Array<MapData, u32>,
-    /// The tgids of colliding slots.
-    overflow: WatchedSet,
-    written: std::collections::HashMap<u32, u32>,
+    slots: Array<MapData, Slot>,
+    overflow: BpfHashMap<MapData, u32, u32>,
+    hists: Array<MapData, RawHist>,
+    /// Watched tgid -> its index.
+    idx: BTreeMap<u32, u32>,
+    free: Vec<u32>,
+    /// What the slots and the overflow hold now.
+    written: HashMap<u32, Slot>,
+    in_overflow: BTreeSet<u32>,
 }
 
 impl SlotFilter {
-    pub fn new(
-        slots: aya::maps::Array<MapData, u32>,
-        overflow: BpfHashMap<MapData, u32, u8>,
-    ) -> Self {
-        SlotFilter {
-            slots,
-            overflow: WatchedSet::new(overflow),
-            written: Default::default(),
-        }
+    /// Takes the filter's maps (`watch_slots`, `watched`, `runq_hist`)
+    /// from the loaded run-queue object.
+    pub fn take(ebpf: &mut aya::Ebpf) -> Result<Self, crate::load::ProbeError> {
+        Ok(SlotFilter {
+            slots: crate::load::take_map(ebpf, "watch_slots")?,
+            overflow: crate::load::take_map(ebpf, "watched")?,
+            hists: crate::load::take_map(ebpf, "runq_hist")?,
+            idx: BTreeMap::new(),
+            free: (0..MAX_WATCHED).rev().collect(),
+            written: HashMap::new(),
+            in_overflow: BTreeSet::new(),
+        })
     }
 
+    /// The index of a watched process's histogram.
+    pub fn index_of(&self, tgid: u32) -> Option<u32> {
+        self.idx.get(&tgid).copied()
+    }
+
+    /// The histograms, by index.
+    pub fn hists(&self) -> &Array<MapData, RawHist> {
+        &self.hists
+    }
+
+    /// Watches `pids` from now on: the gone leave the filter before their
+    /// index is free, a new one's histogram is zeroed before it enters.
     pub fn sync(&mut self, pids: &BTreeSet<u32>) {
-        let mut want: std::collections::HashMap<u32, u32> = Default::default();
-        let mut collided = BTreeSet::new();
-        for &pid in pids {
-            let slot = pid & (WATCH_SLOTS - 1);
-            match want.get(&slot) {
-                None => {
-                    want.insert(slot, pid);
-                }
-                Some(&other) => {
-                    if other != COLLIDED {
-                        collided.insert(other);
-                    }
-                    collided.insert(pid);
-                    want.insert(slot, COLLIDED);
-                }
+        let gone: Vec<u32> = self
+            .idx
+            .keys()
+            .filter(|p| !pids.contains(p))
+            .copied()
+            .collect();
+        let mut freed = Vec::new();
+        for pid in gone {
+            if let Some(i) = self.idx.remove(&pid) {
+                freed.push(i);
             }
         }
-        self.overflow.sync(&collided);
+        for &pid in pids {
+            if self.idx.contains_key(&pid) {
+                continue;
+            }
+            let Some(i) = self.free.pop() else { break };
+            let _ = self.hists.set(i, RawHist::default(), 0);
+            self.idx.insert(pid, i);
+        }
+        self.write(pids);
+        // Only now that no slot names them may the indices go to others.
+        self.free.extend(freed);
+    }
+
+    fn write(&mut self, pids: &BTreeSet<u32>) {
+        let (want, collided) = plan(&self.idx, pids);
+        // The overflow first, so a slot turning COLLIDED finds its tgids.
+        for pid in collided.difference(&self.in_overflow) {
+            let _ = self.overflow.insert(pid, self.idx[pid], 0);
+        }
         for (slot, v) in &want {
             if self.written.get(slot) != Some(v) {
                 let _ = self.slots.set(*slot, *v, 0);
@@ -81,9 +130,84 @@ impl SlotFilter {
         }
         for slot in self.written.keys() {
             if !want.contains_key(slot) {
-                let _ = self.slots.set(*slot, 0, 0);
+                let _ = self.slots.set(*slot, Slot::default(), 0);
             }
         }
+        for pid in self.in_overflow.difference(&collided) {
+            let _ = self.overflow.remove(pid);
+        }
         self.written = want;
+        self.in_overflow = collided;
+    }
+}
+
+/// What the slots and the overflow hash should hold for `pids` with their
+/// indices: each slot one watched tgid, or COLLIDED where two or more share
+/// it (those tgids then go in the overflow). A pid without an index (past
+/// MAX_WATCHED) is left out.
+fn plan(idx: &BTreeMap<u32, u32>, pids: &BTreeSet<u32>) -> (HashMap<u32, Slot>, BTreeSet<u32>) {
+    let mut want: HashMap<u32, Slot> = HashMap::new();
+    let mut collided = BTreeSet::new();
+    for &pid in pids {
+        let Some(&idx) = idx.get(&pid) else {
+            continue;
+        };
+        let slot = pid & (WATCH_SLOTS - 1);
+        match want.get(&slot) {
+            None => {
+                want.insert(slot, Slot { tgid: pid, idx });
+            }
+            Some(other) => {
+                if other.tgid != COLLIDED {
+                    collided.insert(other.tgid);
+                }
+                collided.insert(pid);
+                want.insert(
+                    slot,
+                    Slot {
+                        tgid: COLLIDED,
+                        idx: 0,
+                    },
+                );
+            }
+        }
+    }
+    (want, collided)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tgids_sharing_a_slot_go_to_the_overflow_with_their_index() {
+        let a = 7;
+        let b = 7 + WATCH_SLOTS;
+        let c = 7 + 2 * WATCH_SLOTS;
+        let d = 9;
+        let idx: BTreeMap<u32, u32> = [(a, 0), (b, 1), (c, 2), (d, 3)].into();
+        let (want, collided) = plan(&idx, &[a, b, c, d, 99].into());
+        assert_eq!(want[&7].tgid, COLLIDED);
+        assert_eq!(want[&9], Slot { tgid: 9, idx: 3 });
+        assert_eq!(collided, [a, b, c].into());
+        // 99 has no index (past MAX_WATCHED): not watched at all.
+        assert!(!want.contains_key(&99));
+        let (want, collided) = plan(&idx, &[a, d].into());
+        assert_eq!(want[&7], Slot { tgid: a, idx: 0 });
+        assert!(collided.is_empty());
+    }
+
+    #[test]
+    fn the_layout_matches_the_kernel_side() {
+        let src = include_str!("bpf/runq.bpf.c");
+        let slots = format!(
+            "#define WATCH_SLOTS (1 << {})",
+            WATCH_SLOTS.trailing_zeros()
+        );
+        assert!(src.contains(&slots), "{slots}");
+        assert!(src.contains(&format!("#define MAX_WATCHED {MAX_WATCHED}")));
+        assert!(src.contains(&format!("#define COLLIDED {COLLIDED:#x}")));
+        assert!(src.contains("struct slot {\n\tu32 tgid;"));
+        assert_eq!(std::mem::size_of::<Slot>(), 8);
     }
 }

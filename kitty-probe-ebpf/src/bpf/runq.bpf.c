@@ -19,26 +19,35 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* The filter, on the hot path of every wakeup and switch on the node: an
- * array slot per (tgid mod WATCH_SLOTS) holding the watched tgid (an array
- * lookup is inlined by the verifier: no hashing). Two watched tgids in one
- * slot mark it COLLIDED, and `watched` (a hash) decides for that slot. */
-#define WATCH_SLOTS (1 << 18)
+ * array slot per (tgid mod WATCH_SLOTS) holding the watched tgid and its
+ * index (an array lookup is inlined by the verifier: no hashing; 4096 slots
+ * are 32 KB, which stays in cache where 2^18 did not). Two watched tgids in
+ * one slot mark it COLLIDED, and `watched` (a hash) decides for that slot.
+ * The index, dense and given by the user side, picks the tgid's histogram
+ * in an array: no hash lookup on the switch either. */
+#define WATCH_SLOTS (1 << 12)
+#define MAX_WATCHED 1024
 #define COLLIDED 0xffffffff
 #define MAX_CPUS 1024
 #define RING 16 /* a power of two */
+
+struct slot {
+	u32 tgid;   /* 0: empty */
+	u32 idx;    /* < MAX_WATCHED */
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, WATCH_SLOTS);
 	__type(key, u32);
-	__type(value, u32);
+	__type(value, struct slot);
 } watch_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, MAX_WATCHED);
 	__type(key, u32);   /* tgid */
-	__type(value, u8);
+	__type(value, u32); /* idx */
 } watched SEC(".maps");
 
 /* Per thread: when it became runnable, and the CPU whose queue counts it. */
@@ -97,23 +106,40 @@ struct {
 	__type(value, struct culprit);
 } culprits SEC(".maps");
 
+/* By the watched tgid's index (the user side zeroes one before it hands
+ * its index out). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, u32);   /* tgid */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_WATCHED);
+	__type(key, u32);
 	__type(value, struct hist);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 } runq_hist SEC(".maps");
+
+/* The watched tgid's index, or -1 when it is not watched. */
+static __always_inline s32 watched_idx(u32 tgid)
+{
+	u32 s = tgid & (WATCH_SLOTS - 1);
+	struct slot *v = bpf_map_lookup_elem(&watch_slots, &s);
+	if (!v || v->tgid == 0)
+		return -1;
+	if (v->tgid == COLLIDED) {
+		u32 *idx = bpf_map_lookup_elem(&watched, &tgid);
+		return idx ? (s32)*idx : -1;
+	}
+	return v->tgid == tgid ? (s32)v->idx : -1;
+}
 
 static __always_inline bool is_watched(u32 tgid)
 {
-	u32 slot = tgid & (WATCH_SLOTS - 1);
-	u32 *v = bpf_map_lookup_elem(&watch_slots, &slot);
-	if (!v || *v == 0)
-		return false;
-	if (*v == COLLIDED)
-		return bpf_map_lookup_elem(&watched, &tgid) != NULL;
-	return *v == tgid;
+	return watched_idx(tgid) >= 0;
+}
+
+/* The clock, read at most once per program run. */
+static __always_inline u64 clock(u64 *now)
+{
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	return *now;
 }
 
 static __always_inline u32 task_cpu(struct task_struct *p)
@@ -141,14 +167,14 @@ static __always_inline void push(struct cpu_queue *q, u64 ts, u32 tgid)
 	q->rec[i].tgid = tgid;
 }
 
-static __always_inline void mark_runnable(struct task_struct *p)
+static __always_inline void mark_runnable(struct task_struct *p, u64 *clk)
 {
 	if (!is_watched(p->tgid))
 		return;
 	struct wait *w = bpf_task_storage_get(&waits, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w)
 		return;
-	u64 now = bpf_ktime_get_ns();
+	u64 now = clock(clk);
 	w->since = now;
 	if (w->counted)
 		return;
@@ -214,37 +240,41 @@ static __always_inline void split_wait(u32 rank, struct cpu_queue *q, u32 cpu, u
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(runq_wakeup, struct task_struct *p)
 {
-	mark_runnable(p);
+	u64 now = 0;
+	mark_runnable(p, &now);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(runq_wakeup_new, struct task_struct *p)
 {
-	mark_runnable(p);
+	u64 now = 0;
+	mark_runnable(p, &now);
 	return 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	u64 now = 0;
 	/* A thread switched out while still runnable waits in the queue again. */
 	if (task_state(prev) == TASK_RUNNING)
-		mark_runnable(prev);
+		mark_runnable(prev, &now);
 
 	u32 tgid = next->tgid;
 	struct cpu_queue *q = queue_of(bpf_get_smp_processor_id());
 	if (q) {
 		q->current = tgid;
 		if (q->waiting)
-			push(q, bpf_ktime_get_ns(), tgid);
+			push(q, clock(&now), tgid);
 	}
-	if (!is_watched(tgid))
+	s32 idx = watched_idx(tgid);
+	if (idx < 0)
 		return 0;
 	struct wait *w = bpf_task_storage_get(&waits, next, 0, 0);
 	if (!w || !w->since)
 		return 0;
-	u64 now = bpf_ktime_get_ns();
+	clock(&now);
 	u64 since = w->since;
 	w->since = 0;
 	if (w->counted) {
@@ -256,15 +286,10 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 		}
 	}
 	u64 delta_us = (now - since) / 1000;
-	struct hist *h = bpf_map_lookup_elem(&runq_hist, &tgid);
-	if (!h) {
-		static const struct hist zero = {};
-		bpf_map_update_elem(&runq_hist, &tgid, &zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&runq_hist, &tgid);
-		if (!h)
-			return 0;
-	}
-	hist_add(h, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
+	u32 key = (u32)idx;
+	struct hist *h = bpf_map_lookup_elem(&runq_hist, &key);
+	if (h)
+		hist_add(h, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
 	return 0;
 }
 
