@@ -1,5 +1,5 @@
 //! Seeking in a one-hour recording (8 ranks at 500 ms, 7,200 frames in
-//! format 3): opening it (reading the 28-byte record heads into the index)
+//! the current format): opening it (reading the 28-byte record heads into the index)
 //! and decoding the frame at a time (its keyframe and each frame after it
 //! up to that one), as `replay --at` and `:seek` do. Issue 12's bar: under
 //! 1 s.

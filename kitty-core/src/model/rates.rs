@@ -1,7 +1,8 @@
 //! Rates from two samples: counter differences per second that never go
-//! negative, and per-socket tcp_info deltas.
+//! negative, a rank's rates from its counters, and per-socket tcp_info
+//! deltas.
 
-use super::{Sig, Signals, TcpInfo};
+use super::{RankCounters, Sig, Signals, TcpInfo};
 
 /// A counter difference per second that never goes negative: a counter that
 /// went backwards (pid reuse, reset, namespace change) yields None.
@@ -12,6 +13,41 @@ pub fn rate(prev: u64, cur: u64, dt_s: f64) -> Option<f64> {
 /// [`rate`] for readings that may be missing on either side.
 pub fn rate_opt(prev: Option<u64>, cur: Option<u64>, dt_s: f64) -> Option<f64> {
     rate(prev?, cur?, dt_s)
+}
+
+/// The rates a rank's cumulative counters give between two ticks: the
+/// sampler's, and what a recording leaves out of a frame because the
+/// replay gives them back from the counters (one function for both, so
+/// both do the same arithmetic).
+pub fn counter_rates(prev: &RankCounters, cur: &RankCounters, dt_s: f64, sig: &mut Signals) {
+    sig.set_opt(
+        Sig::CpuPct,
+        rate(prev.exec_ns, cur.exec_ns, dt_s).map(|r| r / 1e7),
+    );
+    sig.set_opt(
+        Sig::RunDelayMsPerS,
+        rate(prev.run_delay_ns, cur.run_delay_ns, dt_s).map(|r| r / 1e6),
+    );
+    sig.set_opt(
+        Sig::CtxVoluntaryPerS,
+        rate(prev.ctx_voluntary, cur.ctx_voluntary, dt_s),
+    );
+    sig.set_opt(
+        Sig::CtxInvoluntaryPerS,
+        rate(prev.ctx_involuntary, cur.ctx_involuntary, dt_s),
+    );
+    sig.set_opt(
+        Sig::IoReadBytesPerS,
+        rate_opt(prev.io_read_bytes, cur.io_read_bytes, dt_s),
+    );
+    sig.set_opt(
+        Sig::IoWriteBytesPerS,
+        rate_opt(prev.io_write_bytes, cur.io_write_bytes, dt_s),
+    );
+    sig.set_opt(
+        Sig::CfsThrottledMsPerS,
+        rate_opt(prev.cfs_throttled_ns, cur.cfs_throttled_ns, dt_s).map(|r| r / 1e6),
+    );
 }
 
 /// Per-socket deltas of tcp_info counters; a socket without a previous value

@@ -2,7 +2,7 @@
 //! gauges always, rates once there is a previous sample.
 
 use super::procs::ProcPrev;
-use crate::model::rates::{rate, rate_opt, TcpDeltas};
+use crate::model::rates::{counter_rates, rate, TcpDeltas};
 use crate::model::{
     Histograms, RankCounters, RankFrame, Sig, Signals, SocketFrame, TcpInfo, Text, ThreadFrame,
 };
@@ -61,44 +61,6 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         });
     }
 
-    let mut threads = Vec::new();
-    if let (Some(p), Some(dt)) = (prev, dt_s) {
-        let ps = &p.sample;
-        sig.set_opt(
-            Sig::CpuPct,
-            rate(ps.exec_ns, s.exec_ns, dt).map(|r| r / 1e7),
-        );
-        sig.set_opt(
-            Sig::RunDelayMsPerS,
-            rate(ps.run_delay_ns, s.run_delay_ns, dt).map(|r| r / 1e6),
-        );
-        sig.set_opt(Sig::MigrationsPerS, migrations_rate);
-        sig.set_opt(
-            Sig::CtxVoluntaryPerS,
-            rate(ps.ctx_voluntary, s.ctx_voluntary, dt),
-        );
-        sig.set_opt(
-            Sig::CtxInvoluntaryPerS,
-            rate(ps.ctx_involuntary, s.ctx_involuntary, dt),
-        );
-        sig.set_opt(
-            Sig::IoReadBytesPerS,
-            rate_opt(ps.io_read_bytes, s.io_read_bytes, dt),
-        );
-        sig.set_opt(
-            Sig::IoWriteBytesPerS,
-            rate_opt(ps.io_write_bytes, s.io_write_bytes, dt),
-        );
-        sig.set_opt(
-            Sig::CfsThrottledMsPerS,
-            rate_opt(p.cfs_ns, cfs_ns, dt).map(|r| r / 1e6),
-        );
-        if !infos.is_empty() {
-            deltas.write(dt, &mut sig);
-        }
-        threads = busiest_threads(s, ps, dt);
-    }
-
     let sum = |f: &dyn Fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
         (!infos.is_empty()).then(|| infos.iter().filter_map(|i| f(i)).sum())
     };
@@ -118,6 +80,27 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         tcp_bytes_acked: sum(&|i| i.bytes_acked),
         tcp_bytes_received: sum(&|i| i.bytes_received),
     };
+
+    let mut threads = Vec::new();
+    if let (Some(p), Some(dt)) = (prev, dt_s) {
+        let ps = &p.sample;
+        let before = RankCounters {
+            ctx_voluntary: ps.ctx_voluntary,
+            ctx_involuntary: ps.ctx_involuntary,
+            run_delay_ns: ps.run_delay_ns,
+            exec_ns: ps.exec_ns,
+            io_read_bytes: ps.io_read_bytes,
+            io_write_bytes: ps.io_write_bytes,
+            cfs_throttled_ns: p.cfs_ns,
+            ..Default::default()
+        };
+        counter_rates(&before, &counters, dt, &mut sig);
+        sig.set_opt(Sig::MigrationsPerS, migrations_rate);
+        if !infos.is_empty() {
+            deltas.write(dt, &mut sig);
+        }
+        threads = busiest_threads(s, ps, dt);
+    }
 
     RankFrame {
         node: None,

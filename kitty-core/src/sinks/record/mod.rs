@@ -7,9 +7,11 @@
 //! record := magic len:u32le mono_ns:u64le wall_ns:u64le crc:u32le payload[len]
 //!           crc covers mono_ns, wall_ns and the payload
 //! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame))
-//!         | "KFR3"   (format 3) payload = zstd(columns(Frame, previous
+//!         | "KFR4"   (format 4) payload = zstd(columns(Frame with the
+//!                    rates the reader recomputes marked, previous such
 //!                    Frame)), the previous record's uncompressed payload
 //!                    as the dictionary
+//!         | "KFR3"   (format 3, read only) the same with every rate kept
 //!         | "KFR2"   (format 2, read only) payload = zstd(json(Frame))
 //!                    with the JSON of the last keyframe as the dictionary
 //! ```
@@ -17,13 +19,17 @@
 //! of its changes against the one before it ([`columns`]) is a fraction of
 //! its own size. A keyframe every [`KEY_EVERY`] frames bounds what a
 //! damaged record costs and what a seek decodes (at most that many
-//! frames). A file cut by a crash replays up to its last whole frame.
+//! frames). A rate that the frame's counters and tcp_info give against the
+//! frame before, exactly as the sampler computed it, is left out of a delta
+//! and recomputed when it is read ([`predict`]). A file cut by a
+//! crash replays up to its last whole frame.
 //! Seeking reads only the 28-byte record heads, never the payloads. A
-//! reader refuses a newer major version; format 1 (keyframes only) and
-//! format 2 files still replay.
+//! reader refuses a newer major version; format 1 (keyframes only), 2 and 3
+//! files still replay.
 
 mod columns;
 pub mod digits;
+mod predict;
 mod reader;
 mod writer;
 
@@ -37,13 +43,17 @@ pub const MAGIC: &[u8; 8] = b"KITTYREC";
 pub const FRAME_MAGIC: &[u8; 4] = b"KFR1";
 /// A frame compressed against its keyframe (format 2, read only).
 pub const DELTA_MAGIC: &[u8; 4] = b"KFR2";
-/// A frame as columns of changes against the frame before it (format 3).
+/// A frame as columns of changes against the frame before it (format 3,
+/// read only).
 pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
+/// The same, with the rates the reader recomputes left out (format 4).
+pub const PREDICTED_MAGIC: &[u8; 4] = b"KFR4";
 /// Every record magic a reader knows.
-pub const MAGICS: [&[u8; 4]; 3] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC];
-/// 3: frames as changes against the one before. 2: delta frames against
-/// keyframes. 1: every frame on its own.
-pub const MAJOR: u16 = 3;
+pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PREDICTED_MAGIC];
+/// 4: as 3, the recomputable rates left out. 3: frames as changes against
+/// the one before. 2: delta frames against keyframes. 1: every frame on its
+/// own.
+pub const MAJOR: u16 = 4;
 pub const MINOR: u16 = 0;
 /// A keyframe every this many frames (8 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes.

@@ -1,7 +1,7 @@
 //! Reads recordings: builds an index from record heads alone (seekable
 //! without decompressing), tolerates truncation and garbage, and verifies
-//! each frame's checksum when it is read; a format 3 frame is decoded from
-//! the one before it, back to its keyframe (the last frame decoded is kept,
+//! each frame's checksum when it is read; a format 3 or 4 frame is decoded
+//! from the one before it (format 4's recomputable rates then recomputed), back to its keyframe (the last frame decoded is kept,
 //! so a replay decodes each record once); a format 2 delta against its
 //! keyframe.
 
@@ -24,8 +24,10 @@ pub struct IndexEntry {
     /// format 3, with damage between it and its keyframe).
     pub base: Option<usize>,
     pub key: bool,
-    /// A format 3 delta: decoded against the frame just before it.
+    /// A format 3 or 4 delta: decoded against the frame just before it.
     pub chained: bool,
+    /// A format 4 delta: its recomputable rates recomputed once decoded.
+    pub predicted: bool,
 }
 
 /// Either record magic, or the start of one.
@@ -48,10 +50,11 @@ pub struct Reader {
     chain: Option<Decoded>,
 }
 
-/// A frame of a format 3 chain, as the next one is decoded against it.
+/// A frame of a format 3 or 4 chain, as the next one is decoded against it.
 struct Decoded {
     index: usize,
-    value: serde_json::Value,
+    /// The frame (a format 4 delta's rates put back).
+    frame: Frame,
     shape: serde_json::Value,
     /// Its values by column: what the next frame's are paired with.
     cols: columns::Columns,
@@ -132,7 +135,8 @@ impl Reader {
             let end = off + RECORD_HEAD as u64 + len as u64;
             let sane = is_magic(&head[..4]) && len <= MAX_FRAME;
             let key = &head[..4] == FRAME_MAGIC;
-            let chained = &head[..4] == COLUMNS_MAGIC;
+            let predicted = &head[..4] == PREDICTED_MAGIC;
+            let chained = predicted || &head[..4] == COLUMNS_MAGIC;
             if sane && end > file_len && self.find_magic(off + 1, file_len).is_none() {
                 self.warnings.push(format!(
                     "{}: last frame at byte {off} is incomplete ({} of {} bytes; likely cut by a crash)",
@@ -157,6 +161,7 @@ impl Reader {
                 },
                 key,
                 chained,
+                predicted,
             };
             // When the next head is damaged, this record is still good if its
             // checksum holds (only then are its payload bytes read here).
@@ -268,8 +273,7 @@ impl Reader {
         };
         if e.chained || (e.key && self.major >= 3) {
             self.decode_chain(i).map_err(corrupt)?;
-            let value = &self.chain.as_ref().expect("just decoded").value;
-            return Frame::deserialize(value).map_err(|err| corrupt(format!("decode: {err}")));
+            return Ok(self.chain.as_ref().expect("just decoded").frame.clone());
         }
         let payload = self.verify(&e).map_err(corrupt)?;
         let json = if e.key {
@@ -323,9 +327,11 @@ impl Reader {
                     serde_json::from_slice(&json).map_err(|err| what(format!("decode: {err}")))?;
                 let shape = columns::shape(&json).map_err(what)?;
                 let cols = columns::columns_of(&shape, &value).map_err(what)?;
+                let frame =
+                    Frame::deserialize(&value).map_err(|err| what(format!("decode: {err}")))?;
                 self.chain = Some(Decoded {
                     index: base,
-                    value,
+                    frame,
                     shape,
                     cols,
                     plain: json,
@@ -350,9 +356,14 @@ impl Reader {
                 .map_err(|err| what(format!("decompress: {err}")))?;
             let (value, shape, cols) =
                 columns::decode(&body, &last.cols, &last.shape).map_err(what)?;
+            let mut frame =
+                Frame::deserialize(&value).map_err(|err| what(format!("decode: {err}")))?;
+            if next.predicted {
+                predict::fill(&predict::Basis::of(&last.frame), &mut frame);
+            }
             self.chain = Some(Decoded {
                 index: j,
-                value,
+                frame,
                 shape,
                 cols,
                 plain: body,

@@ -302,8 +302,9 @@ fn a_version_1_recording_still_replays() {
 
 /// A recording made by the kitty before format 3 (format 2.0: deltas
 /// against their keyframe; 3 ranks of a real job, 20 frames, two keyframe
-/// groups): it still replays, and its frames written again in format 3
-/// read back the same, frame for frame.
+/// groups): it still replays, and its frames written again in this format
+/// read back the same, frame for frame (their rates recomputed from the
+/// counters: the real sampler's, bit for bit).
 #[test]
 fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     let p = fixture("recording-v2.kitty");
@@ -321,15 +322,29 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     assert!(last.ranks.iter().all(|x| x.signal(Sig::CpuPct).is_some()));
     let d = tempfile::tempdir().unwrap();
     let again = write(&d, &frames);
-    let mut r3 = Reader::open(&again).unwrap();
-    assert_eq!(r3.index().iter().filter(|e| e.chained).count(), 18);
-    let (back, skipped) = r3.read_all();
+    let mut r4 = Reader::open(&again).unwrap();
+    assert_eq!(r4.index().iter().filter(|e| e.predicted).count(), 18);
+    let (back, skipped) = r4.read_all();
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(back, frames);
-    // Smaller than format 2 made them.
-    let (v2, v3) = (
-        std::fs::metadata(&p).unwrap().len(),
-        std::fs::metadata(&again).unwrap().len(),
-    );
-    assert!(v3 < v2, "format 3: {v3} B, format 2: {v2} B");
+    // Smaller than format 2 and format 3 made them.
+    let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+    let (v2, v3, v4) = (size(&p), size(&fixture("recording-v3.kitty")), size(&again));
+    assert!(v4 < v3 && v3 < v2, "format 4: {v4} B, 3: {v3} B, 2: {v2} B");
+}
+
+/// The same 20 frames as written by the kitty before format 4 (format
+/// 3.0: every rate kept): they replay, the same frames.
+#[test]
+fn a_format_3_recording_still_replays() {
+    let mut r = Reader::open(&fixture("recording-v3.kitty")).unwrap();
+    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    assert_eq!(r.index().iter().filter(|e| e.chained).count(), 18);
+    assert!(r.index().iter().all(|e| !e.predicted));
+    let (frames, skipped) = r.read_all();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let (v2, _) = Reader::open(&fixture("recording-v2.kitty"))
+        .unwrap()
+        .read_all();
+    assert_eq!(frames, v2);
 }

@@ -38,6 +38,8 @@ pub struct Writer {
     /// The last record's payload before compression: the next delta's
     /// dictionary.
     prev: Option<Vec<u8>>,
+    /// What the next frame's rates are recomputed from on replay.
+    basis: Option<predict::Basis>,
 }
 
 impl Writer {
@@ -59,6 +61,7 @@ impl Writer {
             bytes: 0,
             columns: columns::Encoder::default(),
             prev: None,
+            basis: None,
         };
         let json = serde_json::to_vec(header).expect("header serializes");
         let mut head = Vec::with_capacity(json.len() + 20);
@@ -82,12 +85,17 @@ impl Writer {
     }
 
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
-        let json = digits::to_vec(frame).expect("frames serialize");
         let io = |e| RecordError::Io(self.path.clone(), e);
+        let due = self.prev.is_some() && !self.frames.is_multiple_of(KEY_EVERY);
+        // A delta leaves out the rates the reader recomputes; a frame that
+        // cannot be written so (one holding the mark itself) is a keyframe.
+        let stripped = match &self.basis {
+            Some(b) if due => predict::strip(b, frame),
+            _ => None,
+        };
+        let json = digits::to_vec(stripped.as_ref().unwrap_or(frame)).expect("frames serialize");
         let delta = match &self.prev {
-            Some(dict) if !self.frames.is_multiple_of(KEY_EVERY) => {
-                self.columns.delta(&json).map(|body| (body, dict))
-            }
+            Some(dict) if stripped.is_some() => self.columns.delta(&json).map(|body| (body, dict)),
             _ => None,
         };
         let key = delta.is_none();
@@ -97,13 +105,19 @@ impl Writer {
                 (body, p)
             }
             None => {
+                // Whole: the rates too.
+                let json = if stripped.is_some() {
+                    digits::to_vec(frame).expect("frames serialize")
+                } else {
+                    json
+                };
                 self.columns.key(&json);
                 let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
                 (json, p)
             }
         };
         let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
-        rec.extend_from_slice(if key { FRAME_MAGIC } else { COLUMNS_MAGIC });
+        rec.extend_from_slice(if key { FRAME_MAGIC } else { PREDICTED_MAGIC });
         rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         let times = [frame.mono_ns.to_le_bytes(), frame.wall_ns.to_le_bytes()].concat();
         rec.extend_from_slice(&times);
@@ -116,10 +130,12 @@ impl Writer {
             // What follows must not be encoded against a frame the file
             // may not hold: the next frame is a keyframe.
             self.prev = None;
+            self.basis = None;
             return Err(e);
         }
         self.frames += 1;
         self.prev = Some(plain);
+        self.basis = Some(predict::Basis::of(frame));
         Ok(())
     }
 
