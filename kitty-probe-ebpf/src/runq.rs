@@ -151,15 +151,7 @@ impl RunqProbe {
     pub fn enrich(&mut self, frame: &mut Frame) {
         let pids: BTreeSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
         self.watched.sync(&pids);
-        let gone: Vec<u32> = self
-            .prev
-            .keys()
-            .filter(|p| !pids.contains(p))
-            .copied()
-            .collect();
-        for pid in gone {
-            self.prev.remove(&pid);
-        }
+        self.prev.retain(|pid, _| pids.contains(pid));
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
         let waits = self.read_culprits(&pids, frame.mono_ns);
         for r in frame.ranks.iter_mut() {
@@ -185,11 +177,7 @@ impl RunqProbe {
                     })
                     .collect();
             }
-            let Some(Ok(raw)) = self
-                .watched
-                .index_of(pid)
-                .map(|i| self.watched.hists().get(&i, 0))
-            else {
+            let Some(raw) = self.watched.hist_of(pid) else {
                 continue;
             };
             let d = Hist::delta(&raw, self.prev.get(&pid));

@@ -60,8 +60,16 @@ pub struct SlotFilter {
     idx: BTreeMap<u32, u32>,
     free: Vec<u32>,
     /// What the slots and the overflow hold now.
-    written: HashMap<u32, Slot>,
-    in_overflow: BTreeSet<u32>,
+    written: Plan,
+}
+
+/// What the slots and the overflow hash hold: each used slot one watched
+/// tgid, or COLLIDED where two or more share it (those tgids then in the
+/// overflow).
+#[derive(Default)]
+struct Plan {
+    slots: HashMap<u32, Slot>,
+    overflow: BTreeSet<u32>,
 }
 
 impl SlotFilter {
@@ -74,36 +82,26 @@ impl SlotFilter {
             hists: crate::load::take_map(ebpf, "runq_hist")?,
             idx: BTreeMap::new(),
             free: (0..MAX_WATCHED).rev().collect(),
-            written: HashMap::new(),
-            in_overflow: BTreeSet::new(),
+            written: Plan::default(),
         })
     }
 
-    /// The index of a watched process's histogram.
-    pub fn index_of(&self, tgid: u32) -> Option<u32> {
-        self.idx.get(&tgid).copied()
-    }
-
-    /// The histograms, by index.
-    pub fn hists(&self) -> &Array<MapData, RawHist> {
-        &self.hists
+    /// A watched process's histogram as the kernel has it now.
+    pub fn hist_of(&self, tgid: u32) -> Option<RawHist> {
+        self.hists.get(self.idx.get(&tgid)?, 0).ok()
     }
 
     /// Watches `pids` from now on: the gone leave the filter before their
     /// index is free, a new one's histogram is zeroed before it enters.
     pub fn sync(&mut self, pids: &BTreeSet<u32>) {
-        let gone: Vec<u32> = self
-            .idx
-            .keys()
-            .filter(|p| !pids.contains(p))
-            .copied()
-            .collect();
         let mut freed = Vec::new();
-        for pid in gone {
-            if let Some(i) = self.idx.remove(&pid) {
-                freed.push(i);
+        self.idx.retain(|pid, i| {
+            let keep = pids.contains(pid);
+            if !keep {
+                freed.push(*i);
             }
-        }
+            keep
+        });
         for &pid in pids {
             if self.idx.contains_key(&pid) {
                 continue;
@@ -118,34 +116,32 @@ impl SlotFilter {
     }
 
     fn write(&mut self, pids: &BTreeSet<u32>) {
-        let (want, collided) = plan(&self.idx, pids);
+        let want = plan(&self.idx, pids);
+        let was = &self.written;
         // The overflow first, so a slot turning COLLIDED finds its tgids.
-        for pid in collided.difference(&self.in_overflow) {
+        for pid in want.overflow.difference(&was.overflow) {
             let _ = self.overflow.insert(pid, self.idx[pid], 0);
         }
-        for (slot, v) in &want {
-            if self.written.get(slot) != Some(v) {
+        for (slot, v) in &want.slots {
+            if was.slots.get(slot) != Some(v) {
                 let _ = self.slots.set(*slot, *v, 0);
             }
         }
-        for slot in self.written.keys() {
-            if !want.contains_key(slot) {
+        for slot in was.slots.keys() {
+            if !want.slots.contains_key(slot) {
                 let _ = self.slots.set(*slot, Slot::default(), 0);
             }
         }
-        for pid in self.in_overflow.difference(&collided) {
+        for pid in was.overflow.difference(&want.overflow) {
             let _ = self.overflow.remove(pid);
         }
         self.written = want;
-        self.in_overflow = collided;
     }
 }
 
-/// What the slots and the overflow hash should hold for `pids` with their
-/// indices: each slot one watched tgid, or COLLIDED where two or more share
-/// it (those tgids then go in the overflow). A pid without an index (past
-/// MAX_WATCHED) is left out.
-fn plan(idx: &BTreeMap<u32, u32>, pids: &BTreeSet<u32>) -> (HashMap<u32, Slot>, BTreeSet<u32>) {
+/// What the slots and the overflow should hold for `pids` with their
+/// indices. A pid without an index (past MAX_WATCHED) is left out.
+fn plan(idx: &BTreeMap<u32, u32>, pids: &BTreeSet<u32>) -> Plan {
     let mut want: HashMap<u32, Slot> = HashMap::new();
     let mut collided = BTreeSet::new();
     for &pid in pids {
@@ -172,7 +168,10 @@ fn plan(idx: &BTreeMap<u32, u32>, pids: &BTreeSet<u32>) -> (HashMap<u32, Slot>, 
             }
         }
     }
-    (want, collided)
+    Plan {
+        slots: want,
+        overflow: collided,
+    }
 }
 
 #[cfg(test)]
@@ -186,15 +185,15 @@ mod tests {
         let c = 7 + 2 * WATCH_SLOTS;
         let d = 9;
         let idx: BTreeMap<u32, u32> = [(a, 0), (b, 1), (c, 2), (d, 3)].into();
-        let (want, collided) = plan(&idx, &[a, b, c, d, 99].into());
-        assert_eq!(want[&7].tgid, COLLIDED);
-        assert_eq!(want[&9], Slot { tgid: 9, idx: 3 });
-        assert_eq!(collided, [a, b, c].into());
+        let p = plan(&idx, &[a, b, c, d, 99].into());
+        assert_eq!(p.slots[&7].tgid, COLLIDED);
+        assert_eq!(p.slots[&9], Slot { tgid: 9, idx: 3 });
+        assert_eq!(p.overflow, [a, b, c].into());
         // 99 has no index (past MAX_WATCHED): not watched at all.
-        assert!(!want.contains_key(&99));
-        let (want, collided) = plan(&idx, &[a, d].into());
-        assert_eq!(want[&7], Slot { tgid: a, idx: 0 });
-        assert!(collided.is_empty());
+        assert!(!p.slots.contains_key(&99));
+        let p = plan(&idx, &[a, d].into());
+        assert_eq!(p.slots[&7], Slot { tgid: a, idx: 0 });
+        assert!(p.overflow.is_empty());
     }
 
     #[test]

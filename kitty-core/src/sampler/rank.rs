@@ -65,36 +65,19 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         (!infos.is_empty()).then(|| infos.iter().filter_map(|i| f(i)).sum())
     };
     let counters = RankCounters {
-        cpu_ticks: s.cpu_ticks,
-        ctx_voluntary: s.ctx_voluntary,
-        ctx_involuntary: s.ctx_involuntary,
-        run_delay_ns: s.run_delay_ns,
-        exec_ns: s.exec_ns,
         nr_migrations: migrations.map_or(0, |(_, total)| total),
-        io_read_bytes: s.io_read_bytes,
-        io_write_bytes: s.io_write_bytes,
-        cfs_throttled_ns: cfs_ns,
         tcp_total_retrans: sum(&|i| Some(i.total_retrans as u64)),
         tcp_segs_out: sum(&|i| i.segs_out.map(u64::from)),
         tcp_segs_in: sum(&|i| i.segs_in.map(u64::from)),
         tcp_bytes_acked: sum(&|i| i.bytes_acked),
         tcp_bytes_received: sum(&|i| i.bytes_received),
+        ..sample_counters(s, cfs_ns)
     };
 
     let mut threads = Vec::new();
     if let (Some(p), Some(dt)) = (prev, dt_s) {
         let ps = &p.sample;
-        let before = RankCounters {
-            ctx_voluntary: ps.ctx_voluntary,
-            ctx_involuntary: ps.ctx_involuntary,
-            run_delay_ns: ps.run_delay_ns,
-            exec_ns: ps.exec_ns,
-            io_read_bytes: ps.io_read_bytes,
-            io_write_bytes: ps.io_write_bytes,
-            cfs_throttled_ns: p.cfs_ns,
-            ..Default::default()
-        };
-        counter_rates(&before, &counters, dt, &mut sig);
+        counter_rates(&sample_counters(ps, p.cfs_ns), &counters, dt, &mut sig);
         sig.set_opt(Sig::MigrationsPerS, migrations_rate);
         if !infos.is_empty() {
             deltas.write(dt, &mut sig);
@@ -124,6 +107,22 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         affinity: s.affinity.clone(),
         ran_instead: Vec::new(),
         cgroup_cpu: None,
+    }
+}
+
+/// The counters a process's own sample gives (the rank adds its
+/// migrations and its sockets' sums).
+fn sample_counters(s: &ProcSample, cfs_ns: Option<u64>) -> RankCounters {
+    RankCounters {
+        cpu_ticks: s.cpu_ticks,
+        ctx_voluntary: s.ctx_voluntary,
+        ctx_involuntary: s.ctx_involuntary,
+        run_delay_ns: s.run_delay_ns,
+        exec_ns: s.exec_ns,
+        io_read_bytes: s.io_read_bytes,
+        io_write_bytes: s.io_write_bytes,
+        cfs_throttled_ns: cfs_ns,
+        ..Default::default()
     }
 }
 

@@ -364,12 +364,21 @@ impl Scan<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Option<()> {
+    /// Past the `open` bracket, and its `close` too when nothing is
+    /// between (true).
+    fn open(&mut self, open: u8, close: u8) -> Option<bool> {
         self.at += 1;
-        self.flat.shape.push(b'{');
-        if self.peek()? == b'}' {
-            self.at += 1;
-            self.flat.shape.push(b'}');
+        self.flat.shape.push(open);
+        if self.peek()? != close {
+            return Some(false);
+        }
+        self.at += 1;
+        self.flat.shape.push(close);
+        Some(true)
+    }
+
+    fn object(&mut self, depth: usize) -> Option<()> {
+        if self.open(b'{', b'}')? {
             return Some(());
         }
         loop {
@@ -403,11 +412,7 @@ impl Scan<'_> {
     }
 
     fn array(&mut self, depth: usize) -> Option<()> {
-        self.at += 1;
-        self.flat.shape.push(b'[');
-        if self.peek()? == b']' {
-            self.at += 1;
-            self.flat.shape.push(b']');
+        if self.open(b'[', b']')? {
             return Some(());
         }
         let n0 = self.norm.len();

@@ -92,49 +92,50 @@ fn predicted(basis: &Basis, f: &Frame) -> Vec<Predicted> {
 /// then written whole).
 pub fn strip(basis: &Basis, f: &Frame) -> Option<Frame> {
     let mut out = f.clone();
-    for (r, p) in out.ranks.iter_mut().zip(predicted(basis, f)) {
-        let Some((sig, sockets)) = p else { continue };
-        take_out(&mut r.signals, &sig)?;
-        for (s, ssig) in r.sockets.iter_mut().zip(&sockets) {
-            take_out(&mut s.signals, ssig)?;
+    each_recomputed(basis, &mut out, |have, predicted| {
+        for (k, p) in predicted.iter() {
+            let Some(v) = have.get(k) else { continue };
+            if v == RECOMPUTED {
+                return None;
+            }
+            if digits::round(v).to_bits() == digits::round(p).to_bits() {
+                have.set(k, RECOMPUTED);
+            }
         }
-    }
+        Some(())
+    })?;
     Some(out)
-}
-
-/// Marks in `have` each value `predicted` gives back exactly.
-fn take_out(have: &mut Signals, predicted: &Signals) -> Option<()> {
-    for (k, p) in predicted.iter() {
-        let Some(v) = have.get(k) else { continue };
-        if v == RECOMPUTED {
-            return None;
-        }
-        if digits::round(v).to_bits() == digits::round(p).to_bits() {
-            have.set(k, RECOMPUTED);
-        }
-    }
-    Some(())
 }
 
 /// Puts back into a frame read from a recording the rates its writer left
 /// out: each [`RECOMPUTED`] where the recomputation gives one.
 pub fn fill(basis: &Basis, f: &mut Frame) {
+    each_recomputed(basis, f, |have, predicted| {
+        for (k, p) in predicted.iter() {
+            if have.get(k) == Some(RECOMPUTED) {
+                have.set(k, digits::round(p));
+            }
+        }
+        Some(())
+    });
+}
+
+/// Calls `op` with each rank's and socket's signals and their recomputed
+/// rates (ranks not in `basis` are skipped); stops at the first None.
+fn each_recomputed(
+    basis: &Basis,
+    f: &mut Frame,
+    mut op: impl FnMut(&mut Signals, &Signals) -> Option<()>,
+) -> Option<()> {
     let predicted = predicted(basis, f);
     for (r, p) in f.ranks.iter_mut().zip(predicted) {
         let Some((sig, sockets)) = p else { continue };
-        put_back(&mut r.signals, &sig);
+        op(&mut r.signals, &sig)?;
         for (s, ssig) in r.sockets.iter_mut().zip(&sockets) {
-            put_back(&mut s.signals, ssig);
+            op(&mut s.signals, ssig)?;
         }
     }
-}
-
-fn put_back(have: &mut Signals, predicted: &Signals) {
-    for (k, p) in predicted.iter() {
-        if have.get(k) == Some(RECOMPUTED) {
-            have.set(k, digits::round(p));
-        }
-    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -171,16 +172,12 @@ mod tests {
 
     /// The sampler's rates for `cur` after `prev`, as it writes them.
     fn sampled(prev: &Frame, mut cur: Frame) -> Frame {
-        let p = predicted(&Basis::of(prev), &cur);
-        for (r, p) in cur.ranks.iter_mut().zip(p) {
-            let (sig, sockets) = p.unwrap();
-            for (k, v) in sig.iter() {
-                r.signals.set(k, v);
+        each_recomputed(&Basis::of(prev), &mut cur, |have, rates| {
+            for (k, v) in rates.iter() {
+                have.set(k, v);
             }
-            for (s, ssig) in r.sockets.iter_mut().zip(sockets) {
-                s.signals = ssig;
-            }
-        }
+            Some(())
+        });
         digits::recorded(&cur)
     }
 

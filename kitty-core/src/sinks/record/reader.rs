@@ -1,9 +1,9 @@
 //! Reads recordings: builds an index from record heads alone (seekable
 //! without decompressing), tolerates truncation and garbage, and verifies
 //! each frame's checksum when it is read; a format 3 or 4 frame is decoded
-//! from the one before it (format 4's recomputable rates then recomputed), back to its keyframe (the last frame decoded is kept,
-//! so a replay decodes each record once); a format 2 delta against its
-//! keyframe.
+//! from the one before it, back to its keyframe (format 4's left-out rates
+//! then recomputed; the last frame decoded is kept, so a replay decodes
+//! each record once); a format 2 delta against its keyframe.
 
 use super::*;
 use crate::model::Frame;
@@ -21,7 +21,7 @@ pub struct IndexEntry {
     pub crc: u32,
     /// For a delta frame, the index of the last keyframe before it; None
     /// for a keyframe, and for a delta with no keyframe before it (or, in
-    /// format 3, with damage between it and its keyframe).
+    /// formats 3 and 4, with damage between it and its keyframe).
     pub base: Option<usize>,
     pub key: bool,
     /// A format 3 or 4 delta: decoded against the frame just before it.
@@ -46,7 +46,7 @@ pub struct Reader {
     /// The last keyframe decoded (its index and a decompressor with its
     /// JSON as the dictionary): a replay reads its deltas in turn.
     key_cache: Option<(usize, zstd::bulk::Decompressor<'static>)>,
-    /// The last frame decoded on a format 3 chain.
+    /// The last frame decoded on a format 3 or 4 chain.
     chain: Option<Decoded>,
 }
 
@@ -117,7 +117,7 @@ impl Reader {
         let mut head = [0u8; RECORD_HEAD];
         // The keyframe the next delta frames are compressed against.
         let mut last_key: Option<usize> = None;
-        // The keyframe the next format 3 frame's chain starts from: none
+        // The keyframe the next format 3 or 4 frame's chain starts from: none
         // once damage was skipped since (a frame of the chain is gone).
         let mut chain_key: Option<usize> = None;
         while off < file_len {
@@ -301,7 +301,7 @@ impl Reader {
         serde_json::from_slice(&json).map_err(|err| corrupt(format!("decode: {err}")))
     }
 
-    /// Decodes frame `i` of a format 3 file into `chain`: from the last
+    /// Decodes frame `i` of a format 3 or 4 file into `chain`: from the last
     /// frame decoded when that is on the way, else from its keyframe.
     fn decode_chain(&mut self, i: usize) -> Result<(), String> {
         let e = self.index[i];

@@ -281,15 +281,22 @@ fn fixture_ranks(f: &Frame) -> usize {
         .count()
 }
 
+/// Every frame of a recording that must read without a warning or a
+/// skipped frame, and its reader (for the index).
+fn read_whole(path: &std::path::Path) -> (Reader, Vec<Frame>) {
+    let mut r = Reader::open(path).unwrap();
+    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    let (frames, skipped) = r.read_all();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    (r, frames)
+}
+
 /// A recording made by kitty 0.1 (format 1.0, frame version 1, signals as
 /// free strings) before typed signals: it still replays, every frame.
 #[test]
 fn a_version_1_recording_still_replays() {
-    let mut r = Reader::open(&fixture("recording-v1.kitty")).unwrap();
-    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    let (r, frames) = read_whole(&fixture("recording-v1.kitty"));
     assert_eq!(r.header().frame_version, 1);
-    let (frames, skipped) = r.read_all();
-    assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(frames.len(), 13);
     for f in &frames {
         assert_eq!(fixture_ranks(f), 3);
@@ -308,12 +315,9 @@ fn a_version_1_recording_still_replays() {
 #[test]
 fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     let p = fixture("recording-v2.kitty");
-    let mut r = Reader::open(&p).unwrap();
-    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    let (r, frames) = read_whole(&p);
     assert_eq!(r.index().iter().filter(|e| e.key).count(), 2);
     assert!(r.index().iter().all(|e| !e.chained));
-    let (frames, skipped) = r.read_all();
-    assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(frames.len(), 20);
     for f in &frames {
         assert_eq!(fixture_ranks(f), 3);
@@ -322,10 +326,8 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     assert!(last.ranks.iter().all(|x| x.signal(Sig::CpuPct).is_some()));
     let d = tempfile::tempdir().unwrap();
     let again = write(&d, &frames);
-    let mut r4 = Reader::open(&again).unwrap();
+    let (r4, back) = read_whole(&again);
     assert_eq!(r4.index().iter().filter(|e| e.predicted).count(), 18);
-    let (back, skipped) = r4.read_all();
-    assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(back, frames);
     // Smaller than format 2 and format 3 made them.
     let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
@@ -337,14 +339,9 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
 /// 3.0: every rate kept): they replay, the same frames.
 #[test]
 fn a_format_3_recording_still_replays() {
-    let mut r = Reader::open(&fixture("recording-v3.kitty")).unwrap();
-    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    let (r, frames) = read_whole(&fixture("recording-v3.kitty"));
     assert_eq!(r.index().iter().filter(|e| e.chained).count(), 18);
     assert!(r.index().iter().all(|e| !e.predicted));
-    let (frames, skipped) = r.read_all();
-    assert!(skipped.is_empty(), "{skipped:?}");
-    let (v2, _) = Reader::open(&fixture("recording-v2.kitty"))
-        .unwrap()
-        .read_all();
+    let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
     assert_eq!(frames, v2);
 }

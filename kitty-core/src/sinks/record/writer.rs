@@ -35,11 +35,16 @@ pub struct Writer {
     bytes: u64,
     /// Keeps the last frame written, to encode the next one against.
     columns: columns::Encoder,
-    /// The last record's payload before compression: the next delta's
-    /// dictionary.
-    prev: Option<Vec<u8>>,
-    /// What the next frame's rates are recomputed from on replay.
-    basis: Option<predict::Basis>,
+    /// The last record written, while the next may be a delta against it.
+    last: Option<Last>,
+}
+
+/// What the next delta is written against.
+struct Last {
+    /// The record's payload before compression: the delta's dictionary.
+    plain: Vec<u8>,
+    /// What the delta's rates are recomputed from on replay.
+    basis: predict::Basis,
 }
 
 impl Writer {
@@ -60,8 +65,7 @@ impl Writer {
             frames: 0,
             bytes: 0,
             columns: columns::Encoder::default(),
-            prev: None,
-            basis: None,
+            last: None,
         };
         let json = serde_json::to_vec(header).expect("header serializes");
         let mut head = Vec::with_capacity(json.len() + 20);
@@ -86,16 +90,15 @@ impl Writer {
 
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
         let io = |e| RecordError::Io(self.path.clone(), e);
-        let due = self.prev.is_some() && !self.frames.is_multiple_of(KEY_EVERY);
         // A delta leaves out the rates the reader recomputes; a frame that
         // cannot be written so (one holding the mark itself) is a keyframe.
-        let stripped = match &self.basis {
-            Some(b) if due => predict::strip(b, frame),
-            _ => None,
-        };
-        let json = digits::to_vec(stripped.as_ref().unwrap_or(frame)).expect("frames serialize");
-        let delta = match &self.prev {
-            Some(dict) if stripped.is_some() => self.columns.delta(&json).map(|body| (body, dict)),
+        let delta = match &self.last {
+            Some(last) if !self.frames.is_multiple_of(KEY_EVERY) => {
+                predict::strip(&last.basis, frame).and_then(|stripped| {
+                    let json = digits::to_vec(&stripped).expect("frames serialize");
+                    self.columns.delta(&json).map(|body| (body, &last.plain))
+                })
+            }
             _ => None,
         };
         let key = delta.is_none();
@@ -105,12 +108,7 @@ impl Writer {
                 (body, p)
             }
             None => {
-                // Whole: the rates too.
-                let json = if stripped.is_some() {
-                    digits::to_vec(frame).expect("frames serialize")
-                } else {
-                    json
-                };
+                let json = digits::to_vec(frame).expect("frames serialize");
                 self.columns.key(&json);
                 let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
                 (json, p)
@@ -129,13 +127,14 @@ impl Writer {
         if let Err(e) = self.write(&rec) {
             // What follows must not be encoded against a frame the file
             // may not hold: the next frame is a keyframe.
-            self.prev = None;
-            self.basis = None;
+            self.last = None;
             return Err(e);
         }
         self.frames += 1;
-        self.prev = Some(plain);
-        self.basis = Some(predict::Basis::of(frame));
+        self.last = Some(Last {
+            plain,
+            basis: predict::Basis::of(frame),
+        });
         Ok(())
     }
 
