@@ -5,7 +5,7 @@
 //! minute that gives at 500 ms.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kitty_core::sinks::record::{Header, Reader, Sink, Writer};
+use kitty_core::sinks::record::{Header, Reader, Sink, Writer, MAJOR};
 
 fn bench(c: &mut Criterion) {
     let fixture =
@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
     }
     let per_min = (w.bytes() - start) as f64 / frames.len() as f64 * 120.0 / 1024.0;
     eprintln!(
-        "{} frames of a 3-rank job: {per_min:.0} KB per minute at 500 ms in format 3 (format 2: {:.0})",
+        "{} frames of a 3-rank job: {per_min:.0} KB per minute at 500 ms in format {MAJOR} (format 2: {:.0})",
         frames.len(),
         std::fs::metadata(&fixture).unwrap().len() as f64 / frames.len() as f64 * 120.0 / 1024.0
     );

@@ -172,10 +172,17 @@ impl FlowProbe {
                 rx_bytes_per_s: s.rate.1,
             })
             .collect();
+        // The same flows in the same places from frame to frame (not by
+        // rate, which reorders them every tick): a recording's delta then
+        // pairs each flow with itself. Who is busiest is analysis's to say.
         out.sort_by(|a, b| {
-            (b.tx_bytes_per_s + b.rx_bytes_per_s)
-                .total_cmp(&(a.tx_bytes_per_s + a.rx_bytes_per_s))
-                .then(b.tx_bytes.cmp(&a.tx_bytes))
+            (a.pid, a.netns, &a.protocol, &a.local, &a.remote).cmp(&(
+                b.pid,
+                b.netns,
+                &b.protocol,
+                &b.local,
+                &b.remote,
+            ))
         });
         frame.flows = out;
         // Closed connections per second, and coverage of the interfaces.

@@ -3,6 +3,7 @@
 //! percentiles interpolated inside a bucket (checked against hdrhistogram
 //! in the tests).
 
+use kitty_core::model::grid;
 pub use kitty_core::model::grid::{bucket_bounds, bucket_of, BUCKETS, SUB_BITS};
 
 /// The map value, laid out as `struct hist` in bpf/kitty.h.
@@ -91,26 +92,7 @@ impl Hist {
 
     /// The q-quantile (0..=1), interpolated linearly inside its bucket.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total = self.samples();
-        if total == 0 {
-            return None;
-        }
-        let rank = q.clamp(0.0, 1.0) * total as f64;
-        let mut seen = 0.0;
-        for (i, &c) in self.buckets.iter().enumerate() {
-            if c == 0 {
-                continue;
-            }
-            let c = c as f64;
-            if seen + c >= rank {
-                let (lo, hi) = bucket_bounds(i);
-                let frac = ((rank - seen) / c).clamp(0.0, 1.0);
-                return Some(lo + (hi - lo) * frac);
-            }
-            seen += c;
-        }
-        let last = self.buckets.iter().rposition(|&c| c > 0)?;
-        Some(bucket_bounds(last).1)
+        grid::quantile(self.buckets.iter().copied().enumerate(), q)
     }
 
     /// The upper bound of the highest non-empty bucket: the interval's max

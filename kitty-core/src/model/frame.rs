@@ -46,7 +46,8 @@ pub struct Frame {
     /// Ground truth for checks.
     #[serde(default)]
     pub job_step_ms: StepTimes,
-    /// Flows seen by the flow probe in the last seconds, busiest first.
+    /// Flows seen by the flow probe in the last seconds, by process and
+    /// endpoints (a stable order; `analysis::talkers` ranks them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<FlowFrame>,
     /// Ticks the sampler skipped before this frame because it was stalled

@@ -39,6 +39,34 @@ pub fn bucket_with_upper(upper: u64) -> Option<usize> {
     (i < BUCKETS && bucket_bounds(i).1 == upper as f64).then_some(i)
 }
 
+/// The q-quantile (0..=1) of a histogram given as (bucket, count) in
+/// bucket order, interpolated linearly inside its bucket: the probes'
+/// percentiles, and what a recording recomputes them by (one function, so
+/// the two agree bit for bit).
+pub fn quantile<I>(counts: I, q: f64) -> Option<f64>
+where
+    I: Iterator<Item = (usize, u64)> + Clone,
+{
+    let total: u64 = counts.clone().map(|(_, c)| c).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * total as f64;
+    let mut seen = 0.0;
+    let mut last = None;
+    for (i, c) in counts.filter(|&(_, c)| c > 0) {
+        let c = c as f64;
+        if seen + c >= rank {
+            let (lo, hi) = bucket_bounds(i);
+            let frac = ((rank - seen) / c).clamp(0.0, 1.0);
+            return Some(lo + (hi - lo) * frac);
+        }
+        seen += c;
+        last = Some(i);
+    }
+    last.map(|i| bucket_bounds(i).1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +88,16 @@ mod tests {
         }
         assert_eq!(bucket_with_upper(17), None);
         assert_eq!(bucket_with_upper(0), None);
+    }
+
+    #[test]
+    fn a_quantile_interpolates_inside_its_bucket() {
+        // 10 samples in [16, 18), 10 in [40, 44): the median is the top of
+        // the first bucket, p75 halfway through the second.
+        let counts = [(bucket_of(17), 10u64), (bucket_of(41), 10)];
+        assert_eq!(quantile(counts.iter().copied(), 0.5), Some(18.0));
+        assert_eq!(quantile(counts.iter().copied(), 0.75), Some(42.0));
+        assert_eq!(quantile(counts.iter().copied(), 1.0), Some(44.0));
+        assert_eq!(quantile([(3usize, 0u64)].into_iter(), 0.5), None);
     }
 }

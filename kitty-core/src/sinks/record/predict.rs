@@ -1,21 +1,42 @@
-//! The rates a recording leaves out of a delta because the replay gives them
-//! back bit for bit: a rank's rates from its counters, and each socket's
+//! The values a recording leaves out of a delta because the replay gives
+//! them back bit for bit: a rank's rates from its counters, each socket's
 //! (and the rank's) TCP rates from the sockets' tcp_info, against the frame
-//! before, with the sampler's own arithmetic (`model::rates`). Where that
-//! recomputation, rounded as recorded, equals the value written, the writer
-//! puts [`RECOMPUTED`] in its place (the same from one frame to the next:
-//! a delta then spends next to nothing on it); anything else stays as it
-//! was, so frames whose rates came from elsewhere (a cluster recording, a
-//! source that set its own) lose nothing. A frame that has [`RECOMPUTED`]
-//! itself as such a rate is written as a keyframe.
+//! before, with the sampler's own arithmetic (`model::rates`); and (format
+//! 5) a rank's latency percentiles from its own histograms, with the
+//! probes' (`model::grid::quantile`). Where that recomputation, rounded as
+//! recorded, equals the value written, the writer puts [`RECOMPUTED`] in
+//! its place (the same from one frame to the next: a delta then spends
+//! next to nothing on it); anything else stays as it was, so frames whose
+//! values came from elsewhere (a cluster recording, a source that set its
+//! own) lose nothing. A frame that has [`RECOMPUTED`] itself as such a
+//! value is written as a keyframe.
 
 use super::digits;
+use crate::model::grid;
 use crate::model::rates::{counter_rates, TcpDeltas};
-use crate::model::{Frame, ProcKey, RankCounters, Signals, TcpInfo};
+use crate::model::{Frame, HistKind, Histograms, ProcKey, RankCounters, Sig, Signals, TcpInfo};
 use std::collections::HashMap;
 
-/// What a left-out rate is written as: no rate is negative.
+/// What a left-out value is written as: no rate or latency is negative.
 pub const RECOMPUTED: f64 = -1.0;
+
+/// What a recording's deltas leave out, by its format's major version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recomputed {
+    /// Format 5 on: the rank's latency percentiles from its histograms.
+    percentiles: bool,
+}
+
+impl Recomputed {
+    /// What this kitty's writer leaves out.
+    pub const WRITTEN: Recomputed = Recomputed::of_format(super::MAJOR);
+
+    pub const fn of_format(major: u16) -> Recomputed {
+        Recomputed {
+            percentiles: major >= 5,
+        }
+    }
+}
 
 /// What the rates of the next frame are recomputed from: the frame before's
 /// time, and per rank its counters and its sockets' tcp_info.
@@ -45,21 +66,68 @@ impl Basis {
     }
 }
 
-/// A rank's recomputed rates, and each of its sockets' (None: none are
-/// recomputed for that rank, it was not in the frame before).
-type Predicted = Option<(Signals, Vec<Signals>)>;
+/// A rank's recomputed values, and each of its sockets' (none when the
+/// rank was not in the frame before).
+type Predicted = (Signals, Vec<Signals>);
 
-/// The sampler's rates of `f`'s ranks, recomputed from `basis`.
-fn predicted(basis: &Basis, f: &Frame) -> Vec<Predicted> {
+/// The percentiles and max the probes give for each latency histogram.
+const PERCENTILES: [(HistKind, [Sig; 3]); 2] = [
+    (
+        HistKind::RttUs,
+        [Sig::RttP50Us, Sig::RttP99Us, Sig::RttMaxUs],
+    ),
+    (
+        HistKind::RunqUs,
+        [Sig::RunqP50Us, Sig::RunqP99Us, Sig::RunqMaxUs],
+    ),
+];
+
+/// A rank's p50 and p99 from its histograms as the probes compute them, and
+/// the top of the highest bucket (the probes' max unless the interval's
+/// largest sample lies inside that bucket, then it is kept). Only for a
+/// histogram the recording gives back as it is: every bucket on the grid,
+/// its bound unchanged by the recording's rounding (the writer and the
+/// reader then compute from the same numbers).
+fn percentiles(hists: &Histograms, sig: &mut Signals) {
+    for (kind, [p50, p99, max]) in PERCENTILES {
+        let Some(pairs) = hists.get(kind) else {
+            continue;
+        };
+        let on_grid: Option<Vec<(usize, u64)>> = pairs
+            .iter()
+            .map(|&(upper, n)| {
+                let exact =
+                    digits::round(upper).to_bits() == upper.to_bits() && upper.fract() == 0.0;
+                let i = grid::bucket_with_upper(upper as u64).filter(|_| exact)?;
+                Some((i, n))
+            })
+            .collect();
+        let Some(counts) = on_grid else { continue };
+        let Some(median) = grid::quantile(counts.iter().copied(), 0.5) else {
+            continue;
+        };
+        sig.set(p50, median);
+        sig.set_opt(p99, grid::quantile(counts.iter().copied(), 0.99));
+        if let Some(&(top, _)) = counts.iter().rev().find(|&&(_, n)| n > 0) {
+            sig.set(max, grid::bucket_bounds(top).1);
+        }
+    }
+}
+
+/// What `f`'s ranks' left-out values are recomputed as: from `basis`
+/// (the frame before) and from `f` itself.
+fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
     let dt = f.mono_ns.saturating_sub(basis.mono_ns) as f64 / 1e9;
     f.ranks
         .iter()
         .map(|r| {
-            let (counters, infos) = basis.ranks.get(&r.key)?;
-            if dt <= 0.0 {
-                return None;
-            }
             let mut sig = Signals::new();
+            if what.percentiles {
+                percentiles(&r.histograms, &mut sig);
+            }
+            let Some((counters, infos)) = basis.ranks.get(&r.key).filter(|_| dt > 0.0) else {
+                return (sig, Vec::new());
+            };
             counter_rates(counters, &r.counters, dt, &mut sig);
             let mut deltas = TcpDeltas::default();
             let mut any = false;
@@ -82,7 +150,7 @@ fn predicted(basis: &Basis, f: &Frame) -> Vec<Predicted> {
             if any {
                 deltas.write(dt, &mut sig);
             }
-            Some((sig, sockets))
+            (sig, sockets)
         })
         .collect()
 }
@@ -92,7 +160,7 @@ fn predicted(basis: &Basis, f: &Frame) -> Vec<Predicted> {
 /// then written whole).
 pub fn strip(basis: &Basis, f: &Frame) -> Option<Frame> {
     let mut out = f.clone();
-    each_recomputed(basis, &mut out, |have, predicted| {
+    each_recomputed(basis, &mut out, Recomputed::WRITTEN, |have, predicted| {
         for (k, p) in predicted.iter() {
             let Some(v) = have.get(k) else { continue };
             if v == RECOMPUTED {
@@ -107,10 +175,11 @@ pub fn strip(basis: &Basis, f: &Frame) -> Option<Frame> {
     Some(out)
 }
 
-/// Puts back into a frame read from a recording the rates its writer left
-/// out: each [`RECOMPUTED`] where the recomputation gives one.
-pub fn fill(basis: &Basis, f: &mut Frame) {
-    each_recomputed(basis, f, |have, predicted| {
+/// Puts back into a frame read from a recording the values its writer (of
+/// format `what`) left out: each [`RECOMPUTED`] where the recomputation
+/// gives one.
+pub fn fill(basis: &Basis, f: &mut Frame, what: Recomputed) {
+    each_recomputed(basis, f, what, |have, predicted| {
         for (k, p) in predicted.iter() {
             if have.get(k) == Some(RECOMPUTED) {
                 have.set(k, digits::round(p));
@@ -121,15 +190,15 @@ pub fn fill(basis: &Basis, f: &mut Frame) {
 }
 
 /// Calls `op` with each rank's and socket's signals and their recomputed
-/// rates (ranks not in `basis` are skipped); stops at the first None.
+/// values; stops at the first None.
 fn each_recomputed(
     basis: &Basis,
     f: &mut Frame,
+    what: Recomputed,
     mut op: impl FnMut(&mut Signals, &Signals) -> Option<()>,
 ) -> Option<()> {
-    let predicted = predicted(basis, f);
-    for (r, p) in f.ranks.iter_mut().zip(predicted) {
-        let Some((sig, sockets)) = p else { continue };
+    let predicted = predicted(basis, f, what);
+    for (r, (sig, sockets)) in f.ranks.iter_mut().zip(predicted) {
         op(&mut r.signals, &sig)?;
         for (s, ssig) in r.sockets.iter_mut().zip(&sockets) {
             op(&mut s.signals, ssig)?;
@@ -172,12 +241,17 @@ mod tests {
 
     /// The sampler's rates for `cur` after `prev`, as it writes them.
     fn sampled(prev: &Frame, mut cur: Frame) -> Frame {
-        each_recomputed(&Basis::of(prev), &mut cur, |have, rates| {
-            for (k, v) in rates.iter() {
-                have.set(k, v);
-            }
-            Some(())
-        });
+        each_recomputed(
+            &Basis::of(prev),
+            &mut cur,
+            Recomputed::WRITTEN,
+            |have, rates| {
+                for (k, v) in rates.iter() {
+                    have.set(k, v);
+                }
+                Some(())
+            },
+        );
         digits::recorded(&cur)
     }
 
@@ -194,7 +268,7 @@ mod tests {
             Some(RECOMPUTED)
         );
         let mut back = stripped;
-        fill(&basis, &mut back);
+        fill(&basis, &mut back, Recomputed::WRITTEN);
         assert_eq!(back, b);
     }
 
@@ -209,7 +283,7 @@ mod tests {
         let stripped = strip(&basis, &b).unwrap();
         assert_eq!(stripped.ranks[0].signals.get(Sig::CpuPct), Some(3.5));
         let mut back = stripped;
-        fill(&basis, &mut back);
+        fill(&basis, &mut back, Recomputed::WRITTEN);
         assert_eq!(back, b);
     }
 
@@ -220,7 +294,7 @@ mod tests {
         b.ranks[0].signals.remove(Sig::CpuPct);
         let basis = Basis::of(&a);
         let mut back = strip(&basis, &b).unwrap();
-        fill(&basis, &mut back);
+        fill(&basis, &mut back, Recomputed::WRITTEN);
         assert_eq!(back, b);
     }
 
@@ -230,6 +304,80 @@ mod tests {
         let mut b = sampled(&a, frame(1_500_000_000, 123_456_789, 510));
         b.ranks[0].signals.set(Sig::CpuPct, RECOMPUTED);
         assert!(strip(&Basis::of(&a), &b).is_none());
+    }
+
+    /// A rank with a run-queue histogram and the percentiles the probe
+    /// gives for it; `max_us` is the probe's max (a sample's own value).
+    fn with_runq(mut f: Frame, counts: &[(u32, u64)], max_us: f64) -> Frame {
+        let buckets: Vec<(usize, u64)> = counts
+            .iter()
+            .map(|&(v, n)| (grid::bucket_of(v), n))
+            .collect();
+        let r = &mut f.ranks[0];
+        let q = |q| grid::quantile(buckets.iter().copied(), q).unwrap();
+        r.signals.set(Sig::RunqP50Us, q(0.5));
+        r.signals.set(Sig::RunqP99Us, q(0.99));
+        r.signals.set(Sig::RunqMaxUs, max_us);
+        let pairs = buckets
+            .iter()
+            .map(|&(i, n)| (grid::bucket_bounds(i).1, n))
+            .collect();
+        r.histograms.insert(HistKind::RunqUs, pairs);
+        digits::recorded(&f)
+    }
+
+    #[test]
+    fn percentiles_are_recomputed_from_the_histogram() {
+        let a = frame(1_000_000_000, 0, 10);
+        // A new rank too: its percentiles need no frame before.
+        for basis in [Basis::of(&a), Basis::default()] {
+            let b = with_runq(
+                frame(1_500_000_000, 5, 20),
+                &[(3, 40), (900, 7), (41_000, 1)],
+                45_056.0,
+            );
+            let stripped = strip(&basis, &b).unwrap();
+            let s = &stripped.ranks[0].signals;
+            for sig in [Sig::RunqP50Us, Sig::RunqP99Us, Sig::RunqMaxUs] {
+                assert_eq!(s.get(sig), Some(RECOMPUTED), "{sig:?}");
+            }
+            let mut back = stripped;
+            fill(&basis, &mut back, Recomputed::WRITTEN);
+            assert_eq!(back, b);
+        }
+    }
+
+    #[test]
+    fn percentiles_the_histogram_does_not_give_are_kept() {
+        let a = frame(1_000_000_000, 0, 10);
+        let basis = Basis::of(&a);
+        // The interval's largest sample inside the top bucket: the probe's
+        // max is that sample, not the bucket's top.
+        let b = with_runq(
+            frame(1_500_000_000, 5, 20),
+            &[(3, 40), (41_000, 1)],
+            41_000.0,
+        );
+        let stripped = strip(&basis, &b).unwrap();
+        assert_eq!(
+            stripped.ranks[0].signals.get(Sig::RunqMaxUs),
+            Some(41_000.0)
+        );
+        assert_eq!(
+            stripped.ranks[0].signals.get(Sig::RunqP50Us),
+            Some(RECOMPUTED)
+        );
+        // A bucket off the grid (another source's histogram): nothing is
+        // recomputed from it.
+        let mut c = b.clone();
+        c.ranks[0]
+            .histograms
+            .insert(HistKind::RunqUs, vec![(3.5, 40), (45_056.0, 1)]);
+        assert_eq!(strip(&basis, &c).unwrap(), c);
+        // A format 4 recording left percentiles in: its reader fills none.
+        let mut old = strip(&basis, &b).unwrap();
+        fill(&basis, &mut old, Recomputed::of_format(4));
+        assert_eq!(old.ranks[0].signals.get(Sig::RunqP50Us), Some(RECOMPUTED));
     }
 
     #[test]

@@ -359,7 +359,11 @@ impl Reader {
             let mut frame =
                 Frame::deserialize(&value).map_err(|err| what(format!("decode: {err}")))?;
             if next.predicted {
-                predict::fill(&predict::Basis::of(&last.frame), &mut frame);
+                predict::fill(
+                    &predict::Basis::of(&last.frame),
+                    &mut frame,
+                    predict::Recomputed::of_format(self.major),
+                );
             }
             self.chain = Some(Decoded {
                 index: j,

@@ -326,13 +326,21 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     assert!(last.ranks.iter().all(|x| x.signal(Sig::CpuPct).is_some()));
     let d = tempfile::tempdir().unwrap();
     let again = write(&d, &frames);
-    let (r4, back) = read_whole(&again);
-    assert_eq!(r4.index().iter().filter(|e| e.predicted).count(), 18);
+    let (r5, back) = read_whole(&again);
+    assert_eq!(r5.index().iter().filter(|e| e.predicted).count(), 18);
     assert_eq!(back, frames);
-    // Smaller than format 2 and format 3 made them.
+    // Smaller than formats 2, 3 and 4 made them.
     let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
-    let (v2, v3, v4) = (size(&p), size(&fixture("recording-v3.kitty")), size(&again));
-    assert!(v4 < v3 && v3 < v2, "format 4: {v4} B, 3: {v3} B, 2: {v2} B");
+    let [v2, v3, v4, v5] = [
+        size(&p),
+        size(&fixture("recording-v3.kitty")),
+        size(&fixture("recording-v4.kitty")),
+        size(&again),
+    ];
+    assert!(
+        v5 < v4 && v4 < v3 && v3 < v2,
+        "format 5: {v5} B, 4: {v4} B, 3: {v3} B, 2: {v2} B"
+    );
 }
 
 /// The same 20 frames as written by the kitty before format 4 (format
@@ -342,6 +350,16 @@ fn a_format_3_recording_still_replays() {
     let (r, frames) = read_whole(&fixture("recording-v3.kitty"));
     assert_eq!(r.index().iter().filter(|e| e.chained).count(), 18);
     assert!(r.index().iter().all(|e| !e.predicted));
+    let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
+    assert_eq!(frames, v2);
+}
+
+/// The same 20 frames as written by the kitty before format 5 (format
+/// 4.0: rates left out, percentiles kept): they replay, the same frames.
+#[test]
+fn a_format_4_recording_still_replays() {
+    let (r, frames) = read_whole(&fixture("recording-v4.kitty"));
+    assert_eq!(r.index().iter().filter(|e| e.predicted).count(), 18);
     let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
     assert_eq!(frames, v2);
 }
