@@ -288,6 +288,15 @@ pub fn run(
         let _ = load::program::<BtfTracePoint>(e, "offcpu_switch")?.unload();
     }
     let ended_ns = mono_ns();
+    // A target still running is read again: what was taken at the start
+    // may predate its exec (a process profiled as it starts) or its
+    // dlopen()s. The start's copy is for a target that exited.
+    let (symbolizer, maps) =
+        if !exited && std::path::Path::new(&format!("/proc/{}", req.pid)).exists() {
+            (Symbolizer::new(), read_maps(req.pid))
+        } else {
+            (symbolizer, maps)
+        };
     let mut names = Names::new(&symbolizer, req.pid, &maps);
     let mut notes = Vec::new();
     if exited {
