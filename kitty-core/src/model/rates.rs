@@ -20,35 +20,27 @@ pub fn rate_opt(prev: Option<u64>, cur: Option<u64>, dt_s: f64) -> Option<f64> {
 /// replay gives them back from the counters (one function for both, so
 /// both do the same arithmetic).
 pub fn counter_rates(prev: &RankCounters, cur: &RankCounters, dt_s: f64, sig: &mut Signals) {
-    sig.set_opt(
-        Sig::CpuPct,
-        rate(prev.exec_ns, cur.exec_ns, dt_s).map(|r| r / 1e7),
-    );
-    sig.set_opt(
-        Sig::RunDelayMsPerS,
-        rate(prev.run_delay_ns, cur.run_delay_ns, dt_s).map(|r| r / 1e6),
-    );
-    sig.set_opt(
-        Sig::CtxVoluntaryPerS,
-        rate(prev.ctx_voluntary, cur.ctx_voluntary, dt_s),
-    );
-    sig.set_opt(
-        Sig::CtxInvoluntaryPerS,
-        rate(prev.ctx_involuntary, cur.ctx_involuntary, dt_s),
-    );
-    sig.set_opt(
-        Sig::IoReadBytesPerS,
-        rate_opt(prev.io_read_bytes, cur.io_read_bytes, dt_s),
-    );
-    sig.set_opt(
-        Sig::IoWriteBytesPerS,
-        rate_opt(prev.io_write_bytes, cur.io_write_bytes, dt_s),
-    );
-    sig.set_opt(
-        Sig::CfsThrottledMsPerS,
-        rate_opt(prev.cfs_throttled_ns, cur.cfs_throttled_ns, dt_s).map(|r| r / 1e6),
-    );
+    for (id, counter, per) in COUNTER_RATES {
+        sig.set_opt(
+            id,
+            rate_opt(counter(prev), counter(cur), dt_s).map(|r| r / per),
+        );
+    }
 }
+
+/// Each rate [`counter_rates`] gives: its signal, its counter, and what one
+/// unit of the signal is in counts per second (ns/s per CPU percent, per
+/// ms/s; dividing by 1 is exact).
+type CounterRate = (Sig, fn(&RankCounters) -> Option<u64>, f64);
+const COUNTER_RATES: [CounterRate; 7] = [
+    (Sig::CpuPct, |c| Some(c.exec_ns), 1e7),
+    (Sig::RunDelayMsPerS, |c| Some(c.run_delay_ns), 1e6),
+    (Sig::CtxVoluntaryPerS, |c| Some(c.ctx_voluntary), 1.0),
+    (Sig::CtxInvoluntaryPerS, |c| Some(c.ctx_involuntary), 1.0),
+    (Sig::IoReadBytesPerS, |c| c.io_read_bytes, 1.0),
+    (Sig::IoWriteBytesPerS, |c| c.io_write_bytes, 1.0),
+    (Sig::CfsThrottledMsPerS, |c| c.cfs_throttled_ns, 1e6),
+];
 
 /// Per-socket deltas of tcp_info counters; a socket without a previous value
 /// was opened during the interval and counts from zero.

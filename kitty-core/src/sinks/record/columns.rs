@@ -619,14 +619,12 @@ fn from_grid(dense: &[Value]) -> Result<Value, String> {
 fn count_digits(mut text: &[u8]) -> Option<Vec<u64>> {
     let mut counts = Vec::new();
     while let Some((&c, rest)) = text.split_first() {
-        if c == b'.' {
-            let (n, rest) = digits_then(rest, b".")?;
-            counts.push(n);
-            text = rest;
-        } else {
-            counts.push(COUNT_DIGITS.iter().position(|&d| d == c)? as u64);
-            text = rest;
-        }
+        let (n, rest) = match c {
+            b'.' => digits_then(rest, b".")?,
+            _ => (COUNT_DIGITS.iter().position(|&d| d == c)? as u64, rest),
+        };
+        counts.push(n);
+        text = rest;
     }
     Some(counts)
 }

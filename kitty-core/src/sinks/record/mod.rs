@@ -49,7 +49,8 @@ pub const DELTA_MAGIC: &[u8; 4] = b"KFR2";
 /// A frame as columns of changes against the frame before it (format 3,
 /// read only).
 pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
-/// The same, with the rates the reader recomputes left out (format 4).
+/// The same, with the values the reader recomputes left out (formats 4
+/// and 5; the file's major version says which values).
 pub const PREDICTED_MAGIC: &[u8; 4] = b"KFR4";
 /// Every record magic a reader knows.
 pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PREDICTED_MAGIC];

@@ -255,21 +255,27 @@ mod tests {
         digits::recorded(&cur)
     }
 
+    /// `f` as a delta against `basis` writes it; the replay's fill must
+    /// give `f` back.
+    fn stripped(basis: &Basis, f: &Frame) -> Frame {
+        let out = strip(basis, f).unwrap();
+        let mut back = out.clone();
+        fill(basis, &mut back, Recomputed::WRITTEN);
+        assert_eq!(&back, f);
+        out
+    }
+
     #[test]
     fn rates_the_replay_gives_back_are_left_out_and_put_back() {
         let a = frame(1_000_000_000, 0, 10);
         let b = sampled(&a, frame(1_500_000_000, 123_456_789, 510));
         assert_eq!(b.ranks[0].signals.get(Sig::CpuPct), Some(24.691));
-        let basis = Basis::of(&a);
-        let stripped = strip(&basis, &b).unwrap();
-        assert_eq!(stripped.ranks[0].signals.get(Sig::CpuPct), Some(RECOMPUTED));
+        let out = stripped(&Basis::of(&a), &b);
+        assert_eq!(out.ranks[0].signals.get(Sig::CpuPct), Some(RECOMPUTED));
         assert_eq!(
-            stripped.ranks[0].sockets[0].signals.get(Sig::OutSegsPerS),
+            out.ranks[0].sockets[0].signals.get(Sig::OutSegsPerS),
             Some(RECOMPUTED)
         );
-        let mut back = stripped;
-        fill(&basis, &mut back, Recomputed::WRITTEN);
-        assert_eq!(back, b);
     }
 
     #[test]
@@ -279,12 +285,8 @@ mod tests {
         // A source set it otherwise (or the sampler's own previous sample
         // was not the frame before).
         b.ranks[0].signals.set(Sig::CpuPct, 3.5);
-        let basis = Basis::of(&a);
-        let stripped = strip(&basis, &b).unwrap();
-        assert_eq!(stripped.ranks[0].signals.get(Sig::CpuPct), Some(3.5));
-        let mut back = stripped;
-        fill(&basis, &mut back, Recomputed::WRITTEN);
-        assert_eq!(back, b);
+        let out = stripped(&Basis::of(&a), &b);
+        assert_eq!(out.ranks[0].signals.get(Sig::CpuPct), Some(3.5));
     }
 
     #[test]
@@ -292,10 +294,8 @@ mod tests {
         let a = frame(1_000_000_000, 0, 10);
         let mut b = sampled(&a, frame(1_500_000_000, 123_456_789, 510));
         b.ranks[0].signals.remove(Sig::CpuPct);
-        let basis = Basis::of(&a);
-        let mut back = strip(&basis, &b).unwrap();
-        fill(&basis, &mut back, Recomputed::WRITTEN);
-        assert_eq!(back, b);
+        let out = stripped(&Basis::of(&a), &b);
+        assert_eq!(out.ranks[0].signals.get(Sig::CpuPct), None);
     }
 
     #[test]
@@ -336,14 +336,10 @@ mod tests {
                 &[(3, 40), (900, 7), (41_000, 1)],
                 45_056.0,
             );
-            let stripped = strip(&basis, &b).unwrap();
-            let s = &stripped.ranks[0].signals;
+            let out = stripped(&basis, &b);
             for sig in [Sig::RunqP50Us, Sig::RunqP99Us, Sig::RunqMaxUs] {
-                assert_eq!(s.get(sig), Some(RECOMPUTED), "{sig:?}");
+                assert_eq!(out.ranks[0].signals.get(sig), Some(RECOMPUTED), "{sig:?}");
             }
-            let mut back = stripped;
-            fill(&basis, &mut back, Recomputed::WRITTEN);
-            assert_eq!(back, b);
         }
     }
 
@@ -358,15 +354,9 @@ mod tests {
             &[(3, 40), (41_000, 1)],
             41_000.0,
         );
-        let stripped = strip(&basis, &b).unwrap();
-        assert_eq!(
-            stripped.ranks[0].signals.get(Sig::RunqMaxUs),
-            Some(41_000.0)
-        );
-        assert_eq!(
-            stripped.ranks[0].signals.get(Sig::RunqP50Us),
-            Some(RECOMPUTED)
-        );
+        let out = stripped(&basis, &b);
+        assert_eq!(out.ranks[0].signals.get(Sig::RunqMaxUs), Some(41_000.0));
+        assert_eq!(out.ranks[0].signals.get(Sig::RunqP50Us), Some(RECOMPUTED));
         // A bucket off the grid (another source's histogram): nothing is
         // recomputed from it.
         let mut c = b.clone();
@@ -375,7 +365,7 @@ mod tests {
             .insert(HistKind::RunqUs, vec![(3.5, 40), (45_056.0, 1)]);
         assert_eq!(strip(&basis, &c).unwrap(), c);
         // A format 4 recording left percentiles in: its reader fills none.
-        let mut old = strip(&basis, &b).unwrap();
+        let mut old = out;
         fill(&basis, &mut old, Recomputed::of_format(4));
         assert_eq!(old.ranks[0].signals.get(Sig::RunqP50Us), Some(RECOMPUTED));
     }
