@@ -8,7 +8,7 @@
 mod synth;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kitty_core::sinks::record::{Header, Reader, Writer};
+use kitty_core::sinks::record::{Header, Reader, Writer, KEY_EVERY};
 use std::time::Duration;
 
 fn bench(c: &mut Criterion) {
@@ -42,9 +42,10 @@ fn bench(c: &mut Criterion) {
     );
     let mut r = Reader::open(&path).unwrap();
     // The last frames of two keyframe groups in turn: each read decodes a
-    // keyframe and 15 frames after it (the most a seek decodes).
-    let last_of_group = |k: u64| t0 + (k * 16 + 15) * 500_000_000;
-    let (a, b) = (last_of_group(279), last_of_group(280));
+    // keyframe and the KEY_EVERY - 1 frames after it (the most a seek
+    // decodes).
+    let last_of_group = |k: u64| t0 + (k * KEY_EVERY + KEY_EVERY - 1) * 500_000_000;
+    let (a, b) = (last_of_group(139), last_of_group(140));
     let mut turn = false;
     g.bench_function(
         "decode the last frame of a keyframe group, recording open",
@@ -52,7 +53,7 @@ fn bench(c: &mut Criterion) {
             bench.iter(|| {
                 turn = !turn;
                 let i = r.seek_wall(if turn { a } else { b });
-                assert_eq!(i % 16, 15);
+                assert_eq!(i as u64 % KEY_EVERY, KEY_EVERY - 1);
                 r.frame(i).unwrap()
             })
         },
