@@ -71,11 +71,15 @@ impl Probes {
                 Source::EbpfRunq,
                 st(
                     &self.runq,
-                    match &self.runq {
-                        Ok(p) if p.reads_in_one_pass() => {
-                            "tp_btf/sched_wakeup+sched_switch, culprits by iter/bpf_map_elem"
+                    &match self.runq.as_ref().map(|p| p.one_pass_refused()) {
+                        Ok(None) => {
+                            "tp_btf/sched_wakeup+sched_switch, culprits by iter/bpf_map_elem".into()
                         }
-                        _ => "tp_btf/sched_wakeup+sched_switch",
+                        // Still every signal, at two bpf() calls a culprit.
+                        Ok(Some(why)) => format!(
+                            "tp_btf/sched_wakeup+sched_switch, culprits by lookups (map iterator: {why})"
+                        ),
+                        Err(_) => String::new(),
                     },
                 ),
             ),

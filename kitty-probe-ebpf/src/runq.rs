@@ -85,8 +85,8 @@ pub struct RunqProbe {
     watched: SlotFilter,
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
     /// The culprit map in one read, where the kernel has map iterators
-    /// (else two bpf() calls per entry through `culprits`).
-    culprit_iter: Option<IterLink>,
+    /// (else two bpf() calls per entry through `culprits`, and why).
+    culprit_iter: Result<IterLink, ProbeError>,
     prev: HashMap<u32, RawHist>,
     /// Last total per (rank, culprit) and when it last grew.
     charged: HashMap<CulpritKey, (u64, u64)>,
@@ -110,7 +110,7 @@ impl RunqProbe {
         let raw = ebpf
             .take_map("culprits")
             .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
-        let culprit_iter = culprit_iter(&mut ebpf, &raw).ok();
+        let culprit_iter = culprit_iter(&mut ebpf, &raw);
         let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
@@ -195,15 +195,16 @@ impl RunqProbe {
         }
     }
 
-    /// Whether the culprit map is read through its iterator.
-    pub fn reads_in_one_pass(&self) -> bool {
-        self.culprit_iter.is_some()
+    /// Why the culprit map is read entry by entry, not through its
+    /// iterator (None: it is read in one pass).
+    pub fn one_pass_refused(&self) -> Option<&ProbeError> {
+        self.culprit_iter.as_ref().err()
     }
 
     /// Every charge in the kernel's map: one read through the map iterator
     /// when it linked (a failed read falls back for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
-        if let Some(Ok(rows)) = self.culprit_iter.as_mut().map(|it| it.read(CULPRIT_ROW)) {
+        if let Ok(Ok(rows)) = self.culprit_iter.as_mut().map(|it| it.read(CULPRIT_ROW)) {
             return rows.map(culprit_row).collect();
         }
         self.culprits.iter().filter_map(Result::ok).collect()
@@ -220,7 +221,7 @@ impl RunqProbe {
             v.sort();
             v
         };
-        let rows = self.culprit_iter.as_mut()?.read(CULPRIT_ROW).ok()?;
+        let rows = self.culprit_iter.as_mut().ok()?.read(CULPRIT_ROW).ok()?;
         let via_iter = flat(rows.map(culprit_row).collect());
         let via_calls = flat(self.culprits.iter().filter_map(Result::ok).collect());
         Some((via_iter, via_calls))

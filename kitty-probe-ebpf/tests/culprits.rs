@@ -23,6 +23,13 @@ fn the_map_iterator_reads_what_lookups_read() {
         }],
         ..Default::default()
     };
+    // A kernel whose policy refuses map iterator programs outright (EPERM
+    // before the verifier runs, as one 6.18 VM's did) has nothing to
+    // compare: the probe reads entry by entry there and says so.
+    if let Some(kitty_probe_ebpf::load::ProbeError::Refused) = probe.one_pass_refused() {
+        eprintln!("skipped: this kernel refuses iter/bpf_map_elem programs (EPERM before verification); culprits are read by lookups here");
+        return;
+    }
     probe.enrich(&mut frame); // watch this process
                               // More busy threads than CPUs: they wait for each other, and are charged.
     let stop = Arc::new(AtomicBool::new(false));

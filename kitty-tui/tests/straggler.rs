@@ -119,13 +119,17 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
         }
         // Another rank's verdict is rank 2's consequence, or (on a small
         // machine, where the demo pins the healthy ranks together on the
-        // CPUs the hog leaves) a wait whose culprits are its own peers:
-        // never rank 2's kind of straggler, with an outsider to blame.
+        // CPUs the hog leaves) a wait whose culprits are its own peers (and
+        // the demo's own kitty, sampling beside them: on a loaded 2-CPU
+        // machine it was 13 % of one such wait): never rank 2's kind of
+        // straggler, with an outsider to blame.
         let flagged_two = f.verdicts.iter().any(|v| v.rank == Some(2));
         if flagged_two {
             for v in f.verdicts.iter().filter(|v| v.rank != Some(2)) {
-                let peers_only =
-                    !v.culprits.is_empty() && v.culprits.iter().all(|c| c.rank.is_some());
+                let peers_only = !v.culprits.is_empty()
+                    && v.culprits
+                        .iter()
+                        .all(|c| c.rank.is_some() || c.comm.as_str() == "kitty-tui");
                 assert!(v.consequence_of.is_some() || peers_only, "{}", v.message);
             }
         }
