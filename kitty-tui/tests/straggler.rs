@@ -46,8 +46,12 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
         Command::new(kitty_bin())
             .args([
                 "demo",
+                // Long enough for rank 2's lateness to be held as a verdict
+                // where it runs near the rule's 5 ms floor (4.84 ms in the
+                // demo's TUI on a 2-CPU VM): at 14 s one run in nine there
+                // had none.
                 "--headless",
-                "14s",
+                "20s",
                 "--fault-after",
                 "2s",
                 "--record",
@@ -119,17 +123,16 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
         }
         // Another rank's verdict is rank 2's consequence, or (on a small
         // machine, where the demo pins the healthy ranks together on the
-        // CPUs the hog leaves) a wait whose culprits are its own peers (and
-        // the demo's own kitty, sampling beside them: on a loaded 2-CPU
-        // machine it was 13 % of one such wait): never rank 2's kind of
-        // straggler, with an outsider to blame.
+        // CPUs the hog leaves) a wait whose culprits are mostly its own
+        // peers: never rank 2's kind of straggler, with an outsider to
+        // blame. Others may share such a wait a little (seen on a 2-CPU VM:
+        // the demo's own kitty at 13 %, the kernel's `kdamond.0` at 6 %),
+        // the hog never.
         let flagged_two = f.verdicts.iter().any(|v| v.rank == Some(2));
         if flagged_two {
             for v in f.verdicts.iter().filter(|v| v.rank != Some(2)) {
-                let peers_only = !v.culprits.is_empty()
-                    && v.culprits
-                        .iter()
-                        .all(|c| c.rank.is_some() || c.comm.as_str() == "kitty-tui");
+                let peers_only = v.culprits.first().is_some_and(|c| c.rank.is_some())
+                    && v.culprits.iter().all(|c| c.comm.as_str() != "demo-hog");
                 assert!(v.consequence_of.is_some() || peers_only, "{}", v.message);
             }
         }
