@@ -71,16 +71,11 @@ impl Probes {
                 Source::EbpfRunq,
                 st(
                     &self.runq,
-                    &match self.runq.as_ref().map(|p| p.one_pass_refused()) {
-                        Ok(None) => {
-                            "tp_btf/sched_wakeup+sched_switch, culprits by iter/bpf_map_elem".into()
-                        }
-                        // Still every signal, at two bpf() calls a culprit.
-                        Ok(Some(why)) => format!(
-                            "tp_btf/sched_wakeup+sched_switch, culprits by lookups (map iterator: {why})"
-                        ),
-                        Err(_) => String::new(),
-                    },
+                    &self
+                        .runq
+                        .as_ref()
+                        .map(runq::RunqProbe::strategy)
+                        .unwrap_or_default(),
                 ),
             ),
             (

@@ -201,6 +201,16 @@ impl RunqProbe {
         self.culprit_iter.as_ref().err()
     }
 
+    /// What it attached and how it reads the culprits, as `doctor` says.
+    pub fn strategy(&self) -> String {
+        let hooks = "tp_btf/sched_wakeup+sched_switch";
+        match self.one_pass_refused() {
+            None => format!("{hooks}, culprits by iter/bpf_map_elem"),
+            // Still every signal, at two bpf() calls a culprit.
+            Some(why) => format!("{hooks}, culprits by lookups (map iterator: {why})"),
+        }
+    }
+
     /// Every charge in the kernel's map: one read through the map iterator
     /// when it linked (a failed read falls back for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
