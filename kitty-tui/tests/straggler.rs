@@ -42,15 +42,12 @@ fn the_demo_shows_one_straggler_its_culprit_and_its_consequences() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("demo.kitty");
-    // 20 s: long enough for rank 2's lateness to be held as a verdict
-    // where it runs near the rule's 5 ms floor (4.84 ms in the demo's TUI
-    // on a 2-CPU VM): at 14 s one run in nine there had none.
     let out = run_ok(
         Command::new(kitty_bin())
             .args([
                 "demo",
                 "--headless",
-                "20s",
+                "14s",
                 "--fault-after",
                 "2s",
                 "--record",
