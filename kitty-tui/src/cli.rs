@@ -252,6 +252,9 @@ pub enum Command {
         /// Busy threads.
         #[arg(long, default_value_t = 4)]
         threads: usize,
+        /// Nice level to run at (default: the one it was started at).
+        #[arg(long, allow_hyphen_values = true)]
+        nice: Option<i32>,
     },
 }
 

@@ -17,6 +17,21 @@ fn findings_of(frames: &[Frame], kind: FindingKind) -> Vec<(Vec<Option<u32>>, St
         .collect()
 }
 
+/// The median run delay (ms/s) of the `steady` job's rank 2 and of its peers.
+fn run_delay_p50s(frames: &[Frame]) -> (f64, f64) {
+    let p50 = |want: bool| {
+        median(
+            frames
+                .iter()
+                .flat_map(|f| of_job(f, "steady"))
+                .filter(|r| (r.labels.rank == Some(2)) == want)
+                .filter_map(|r| r.signal(Sig::RunDelayMsPerS))
+                .collect(),
+        )
+    };
+    (p50(true), p50(false))
+}
+
 fn of_job<'a>(
     f: &'a Frame,
     job: &'a str,
@@ -203,7 +218,7 @@ fn a_small_steady_run_delay_asymmetry_is_a_finding_within_the_window() {
     // the neighbour's size that gives a steady asymmetry under the acute
     // floor (several times the peers, under 25 ms/s above them).
     let mut chosen = None;
-    for threads in [3, 4, 5, 6] {
+    for threads in [3, 4, 5, 6, 8] {
         let hog = procs.push(
             Command::new("nice")
                 .args(["-n", "19"])
@@ -219,20 +234,13 @@ fn a_small_steady_run_delay_asymmetry_is_a_finding_within_the_window() {
                 .spawn()
                 .unwrap(),
         );
-        let frames = record_for(6, "10s");
-        let p50 = |want: bool| {
-            median(
-                frames
-                    .iter()
-                    .flat_map(|f| of_job(f, "steady"))
-                    .filter(|r| (r.labels.rank == Some(2)) == want)
-                    .filter_map(|r| r.signal(Sig::RunDelayMsPerS))
-                    .collect(),
-            )
-        };
-        let (me, peers) = (p50(true), p50(false));
+        let (me, peers) = run_delay_p50s(&record_for(6, "10s"));
         eprintln!("{threads} niced threads: rank 2 {me:.2} ms/s, peers {peers:.2} ms/s");
-        if me >= 6.0 * peers.max(0.02) && me - peers < 20.0 {
+        // A margin on both sides: the finding needs 5x over its window,
+        // and any tick of rank 2 over the acute floor (25 ms/s) is a
+        // verdict, which the finding defers to (one CI run picked 20.8
+        // against 1.0 and had only verdicts).
+        if me >= 8.0 * peers.max(0.02) && me - peers < 15.0 {
             chosen = Some(hog);
             break;
         }
@@ -246,7 +254,16 @@ fn a_small_steady_run_delay_asymmetry_is_a_finding_within_the_window() {
     let frames = record_for(16, "10s");
     let found = findings_of(&frames, FindingKind::RunDelayAsymmetry);
     let mine: Vec<_> = found.iter().filter(|(r, _)| r == &vec![Some(2)]).collect();
-    assert!(!mine.is_empty(), "no run-delay finding: {found:?}");
+    let acute = frames
+        .iter()
+        .filter(|f| f.verdicts.iter().any(|v| v.signal == Sig::RunDelayMsPerS))
+        .count();
+    assert!(
+        !mine.is_empty(),
+        "no run-delay finding: {found:?}; rank 2 vs peers (p50 ms/s) {:?}, {acute} of {} frames with a run-delay verdict",
+        run_delay_p50s(&frames),
+        frames.len()
+    );
     assert!(
         mine[0].1.contains("rank 2: run-queue delay steady at"),
         "{}",

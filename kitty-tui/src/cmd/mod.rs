@@ -45,7 +45,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         }
         Some(Command::DemoRank(a)) => Ok(crate::demo::ring::run(a)?),
         Some(Command::DemoFlow(a)) => Ok(crate::demo::flow::run(a)?),
-        Some(Command::DemoHog { cpu, threads }) => Ok(crate::demo::hog(cpu, threads)?),
+        Some(Command::DemoHog { cpu, threads, nice }) => Ok(crate::demo::hog(cpu, threads, nice)?),
     }
 }
 
