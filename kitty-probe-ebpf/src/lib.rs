@@ -10,6 +10,7 @@ pub mod flow;
 pub mod hist;
 mod iter_link;
 pub mod load;
+mod map_batch;
 pub mod profile;
 pub mod rtt;
 pub mod runq;

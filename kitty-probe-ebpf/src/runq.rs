@@ -6,6 +6,7 @@
 use crate::hist::{Hist, RawHist};
 use crate::iter_link::IterLink;
 use crate::load::{self, objects, ProbeError};
+use crate::map_batch::MapBatch;
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
@@ -32,6 +33,17 @@ struct Culprit {
 // SAFETY: repr(C) plain data with explicit padding.
 unsafe impl aya::Pod for Culprit {}
 
+/// The ways the culprit map can be read, cheapest first.
+#[derive(Clone, Copy, Debug)]
+pub enum CulpritRead {
+    /// One `read()` of an `iter/bpf_map_elem` program's output.
+    Iterator,
+    /// One `bpf(BPF_MAP_LOOKUP_BATCH)` call.
+    Batch,
+    /// Two `bpf()` calls an entry (always there).
+    Lookups,
+}
+
 /// (rank, task, wait ns): a charge as the tests compare them.
 pub type Charge = (u32, u32, u64);
 
@@ -39,15 +51,21 @@ pub type Charge = (u32, u32, u64);
 const CULPRIT_ROW: usize = std::mem::size_of::<CulpritKey>() + std::mem::size_of::<Culprit>();
 
 fn culprit_row(b: &[u8]) -> (CulpritKey, Culprit) {
-    let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+    let (key, value) = b.split_at(std::mem::size_of::<CulpritKey>());
+    culprit_of(key, value)
+}
+
+/// A culprit entry from its key's and value's bytes.
+fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
+    let u32_at = |b: &[u8], o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
     (
         CulpritKey {
-            rank: u32_at(0),
-            tgid: u32_at(4),
+            rank: u32_at(key, 0),
+            tgid: u32_at(key, 4),
         },
         Culprit {
-            wait_ns: u64::from_ne_bytes(b[8..16].try_into().unwrap()),
-            cpu: u32_at(16),
+            wait_ns: u64::from_ne_bytes(value[0..8].try_into().unwrap()),
+            cpu: u32_at(value, 8),
             _pad: 0,
         },
     )
@@ -85,8 +103,11 @@ pub struct RunqProbe {
     watched: SlotFilter,
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
     /// The culprit map in one read, where the kernel has map iterators
-    /// (else two bpf() calls per entry through `culprits`, and why).
+    /// (else why)...
     culprit_iter: Result<IterLink, ProbeError>,
+    /// ...else in one batch lookup (else why, and two bpf() calls per
+    /// entry through `culprits`).
+    culprit_batch: Result<MapBatch, ProbeError>,
     prev: HashMap<u32, RawHist>,
     /// Last total per (rank, culprit) and when it last grew.
     charged: HashMap<CulpritKey, (u64, u64)>,
@@ -111,12 +132,17 @@ impl RunqProbe {
             .take_map("culprits")
             .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
         let culprit_iter = culprit_iter(&mut ebpf, &raw);
+        let culprit_batch = match &raw {
+            aya::maps::Map::HashMap(data) => MapBatch::new(data),
+            _ => Err(ProbeError::Missing("culprits as a hash map".into())),
+        };
         let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched,
             culprits,
             culprit_iter,
+            culprit_batch,
             prev: HashMap::new(),
             charged: HashMap::new(),
             names: HashMap::new(),
@@ -195,8 +221,7 @@ impl RunqProbe {
         }
     }
 
-    /// Why the culprit map is read entry by entry, not through its
-    /// iterator (None: it is read in one pass).
+    /// Why the culprit map is not read through its iterator (None: it is).
     pub fn one_pass_refused(&self) -> Option<&ProbeError> {
         self.culprit_iter.as_ref().err()
     }
@@ -204,37 +229,53 @@ impl RunqProbe {
     /// What it attached and how it reads the culprits, as `doctor` says.
     pub fn strategy(&self) -> String {
         let hooks = "tp_btf/sched_wakeup+sched_switch";
-        match self.one_pass_refused() {
-            None => format!("{hooks}, culprits by iter/bpf_map_elem"),
+        match (&self.culprit_iter, &self.culprit_batch) {
+            (Ok(_), _) => format!("{hooks}, culprits by iter/bpf_map_elem"),
+            (Err(why), Ok(_)) => {
+                format!("{hooks}, culprits by batch lookup (map iterator: {why})")
+            }
             // Still every signal, at two bpf() calls a culprit.
-            Some(why) => format!("{hooks}, culprits by lookups (map iterator: {why})"),
+            (Err(why), Err(batch)) => {
+                format!("{hooks}, culprits by lookups (map iterator: {why}; batch lookup: {batch})")
+            }
         }
     }
 
-    /// Every charge in the kernel's map: one read through the map iterator
-    /// when it linked (a failed read falls back for that tick).
+    /// Every charge in the kernel's map, the cheapest way this kernel has
+    /// (a failed read falls back to the next way for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
-        if let Ok(Ok(rows)) = self.culprit_iter.as_mut().map(|it| it.read(CULPRIT_ROW)) {
-            return rows.map(culprit_row).collect();
-        }
-        self.culprits.iter().filter_map(Result::ok).collect()
+        [CulpritRead::Iterator, CulpritRead::Batch]
+            .into_iter()
+            .find_map(|way| self.culprits_by(way))
+            .unwrap_or_else(|| self.culprits_by(CulpritRead::Lookups).unwrap_or_default())
     }
 
-    /// The charges read both ways, sorted (for the test that they agree).
+    /// The charges read one way, when this kernel has it.
+    fn culprits_by(&mut self, way: CulpritRead) -> Option<Vec<(CulpritKey, Culprit)>> {
+        Some(match way {
+            CulpritRead::Iterator => {
+                let rows = self.culprit_iter.as_mut().ok()?.read(CULPRIT_ROW).ok()?;
+                rows.map(culprit_row).collect()
+            }
+            CulpritRead::Batch => {
+                let rows = self.culprit_batch.as_mut().ok()?.read().ok()?;
+                rows.map(|(k, v)| culprit_of(k, v)).collect()
+            }
+            CulpritRead::Lookups => self.culprits.iter().filter_map(Result::ok).collect(),
+        })
+    }
+
+    /// The charges read one way, sorted (for the test that the ways
+    /// agree); None where this kernel does not have that way.
     #[doc(hidden)]
-    pub fn culprits_both_ways(&mut self) -> Option<(Vec<Charge>, Vec<Charge>)> {
-        let flat = |v: Vec<(CulpritKey, Culprit)>| {
-            let mut v: Vec<_> = v
-                .into_iter()
-                .map(|(k, c)| (k.rank, k.tgid, c.wait_ns))
-                .collect();
-            v.sort();
-            v
-        };
-        let rows = self.culprit_iter.as_mut().ok()?.read(CULPRIT_ROW).ok()?;
-        let via_iter = flat(rows.map(culprit_row).collect());
-        let via_calls = flat(self.culprits.iter().filter_map(Result::ok).collect());
-        Some((via_iter, via_calls))
+    pub fn charges_by(&mut self, way: CulpritRead) -> Option<Vec<Charge>> {
+        let mut v: Vec<Charge> = self
+            .culprits_by(way)?
+            .into_iter()
+            .map(|(k, c)| (k.rank, k.tgid, c.wait_ns))
+            .collect();
+        v.sort();
+        Some(v)
     }
 
     /// This tick's charges per rank: (culprit tgid, ns, cpu); old and
