@@ -72,10 +72,7 @@ fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
 }
 
 /// Loads the culprit map's iterator program and links it to the map.
-fn culprit_iter(ebpf: &mut Ebpf, map: &aya::maps::Map) -> Result<IterLink, ProbeError> {
-    let aya::maps::Map::HashMap(data) = map else {
-        return Err(ProbeError::Missing("culprits as a hash map".into()));
-    };
+fn culprit_iter(ebpf: &mut Ebpf, data: &MapData) -> Result<IterLink, ProbeError> {
     let p: &mut aya::programs::Iter = load::program(ebpf, "dump_culprits")?;
     p.load("bpf_map_elem", load::kernel_btf()?)
         .map_err(|e| load::reason(&e))?;
@@ -131,11 +128,11 @@ impl RunqProbe {
         let raw = ebpf
             .take_map("culprits")
             .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
-        let culprit_iter = culprit_iter(&mut ebpf, &raw);
-        let culprit_batch = match &raw {
-            aya::maps::Map::HashMap(data) => MapBatch::new(data),
-            _ => Err(ProbeError::Missing("culprits as a hash map".into())),
+        let aya::maps::Map::HashMap(data) = &raw else {
+            return Err(ProbeError::Missing("culprits as a hash map".into()));
         };
+        let culprit_iter = culprit_iter(&mut ebpf, data);
+        let culprit_batch = MapBatch::new(data);
         let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
@@ -221,11 +218,6 @@ impl RunqProbe {
         }
     }
 
-    /// Why the culprit map is not read through its iterator (None: it is).
-    pub fn one_pass_refused(&self) -> Option<&ProbeError> {
-        self.culprit_iter.as_ref().err()
-    }
-
     /// What it attached and how it reads the culprits, as `doctor` says.
     pub fn strategy(&self) -> String {
         let hooks = "tp_btf/sched_wakeup+sched_switch";
@@ -244,10 +236,14 @@ impl RunqProbe {
     /// Every charge in the kernel's map, the cheapest way this kernel has
     /// (a failed read falls back to the next way for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
-        [CulpritRead::Iterator, CulpritRead::Batch]
-            .into_iter()
-            .find_map(|way| self.culprits_by(way))
-            .unwrap_or_else(|| self.culprits_by(CulpritRead::Lookups).unwrap_or_default())
+        [
+            CulpritRead::Iterator,
+            CulpritRead::Batch,
+            CulpritRead::Lookups,
+        ]
+        .into_iter()
+        .find_map(|way| self.culprits_by(way))
+        .unwrap_or_default()
     }
 
     /// The charges read one way, when this kernel has it.
