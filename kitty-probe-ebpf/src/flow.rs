@@ -6,7 +6,8 @@
 //! attributed bytes against switch counters the same way).
 
 use crate::load::{self, objects, ProbeError};
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
+use crate::map_batch::{pod, MapBatch};
+use aya::maps::{IterableMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use kitty_core::model::{FlowFrame, Frame, Sig, Text};
 use std::collections::HashMap;
@@ -42,6 +43,13 @@ pub struct FlowBytes {
 // SAFETY: repr(C) plain data.
 unsafe impl aya::Pod for FlowBytes {}
 
+fn sum(per_cpu: impl Iterator<Item = FlowBytes>) -> FlowBytes {
+    per_cpu.fold(FlowBytes::default(), |a, b| FlowBytes {
+        tx: a.tx + b.tx,
+        rx: a.rx + b.rx,
+    })
+}
+
 fn addr(family: u16, raw: &[u8; 16], port: u16) -> SocketAddr {
     let ip = if family == libc::AF_INET as u16 {
         IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]))
@@ -67,6 +75,9 @@ struct Seen {
 pub struct FlowProbe {
     _ebpf: Ebpf,
     flows: PerCpuHashMap<MapData, FlowKey, FlowBytes>,
+    /// The flow map read in one call a tick (else why: it is then read
+    /// entry by entry, two bpf() calls an entry).
+    flows_batch: Result<MapBatch, ProbeError>,
     closed: PerCpuArray<MapData, u64>,
     seen: HashMap<FlowKey, Seen>,
     prev_closed: Option<u64>,
@@ -92,11 +103,13 @@ impl FlowProbe {
                 ("flow_state", "inet_sock_set_state"),
             ],
         )?;
-        let flows = load::take_map(&mut ebpf, "flows")?;
+        let flows: PerCpuHashMap<MapData, FlowKey, FlowBytes> = load::take_map(&mut ebpf, "flows")?;
+        let flows_batch = MapBatch::new(IterableMap::map(&flows));
         let closed = load::take_map(&mut ebpf, "closed")?;
         Ok(FlowProbe {
             _ebpf: ebpf,
             flows,
+            flows_batch,
             closed,
             seen: HashMap::new(),
             prev_closed: None,
@@ -105,24 +118,49 @@ impl FlowProbe {
         })
     }
 
+    /// What it attached and how it reads the flow map, as `doctor` says.
+    pub fn strategy(&self) -> String {
+        let hooks = "tp_btf/sock_send_length+sock_recv_length";
+        match &self.flows_batch {
+            Ok(_) => format!("{hooks}, flows by batch lookup"),
+            Err(why) => format!("{hooks}, flows by lookups (batch lookup: {why})"),
+        }
+    }
+
+    /// Every flow's bytes, summed over the CPUs: in one batch lookup,
+    /// else (or when it fails) entry by entry.
+    fn entries(&mut self) -> Vec<(FlowKey, FlowBytes)> {
+        self.entries_by_batch()
+            .unwrap_or_else(|| self.entries_by_lookups())
+    }
+
+    /// None where this kernel has no batch lookups for the map.
+    #[doc(hidden)]
+    pub fn entries_by_batch(&mut self) -> Option<Vec<(FlowKey, FlowBytes)>> {
+        let batch = self.flows_batch.as_mut().ok()?;
+        let parts = batch.parts();
+        let rows = batch.read().ok()?;
+        Some(
+            rows.filter_map(|(k, v)| Some((pod(k)?, sum(parts.of(v).filter_map(pod)))))
+                .collect(),
+        )
+    }
+
+    #[doc(hidden)]
+    pub fn entries_by_lookups(&self) -> Vec<(FlowKey, FlowBytes)> {
+        self.flows
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(k, per_cpu)| (k, sum(per_cpu.iter().copied())))
+            .collect()
+    }
+
     pub fn enrich(&mut self, frame: &mut Frame) {
         let now = frame.mono_ns;
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
         let mut reap = Vec::new();
         let mut attributed_ext = 0u64;
-        let entries: Vec<(FlowKey, FlowBytes)> = self
-            .flows
-            .iter()
-            .filter_map(Result::ok)
-            .map(|(k, per_cpu)| {
-                let sum = per_cpu.iter().fold(FlowBytes::default(), |a, b| FlowBytes {
-                    tx: a.tx + b.tx,
-                    rx: a.rx + b.rx,
-                });
-                (k, sum)
-            })
-            .collect();
-        for (k, b) in entries {
+        for (k, b) in self.entries() {
             let entry = self.seen.entry(k).or_insert(Seen {
                 bytes: FlowBytes::default(),
                 last_change_ns: now,

@@ -81,7 +81,14 @@ impl Probes {
             ),
             (
                 Source::EbpfFlow,
-                st(&self.flow, "tp_btf/sock_send_length+sock_recv_length"),
+                st(
+                    &self.flow,
+                    &self
+                        .flow
+                        .as_ref()
+                        .map(flow::FlowProbe::strategy)
+                        .unwrap_or_default(),
+                ),
             ),
             (
                 Source::EbpfEvents,

@@ -120,11 +120,17 @@ impl ProcReader {
     ) -> Vec<RankFrame> {
         let mut ranks = Vec::with_capacity(samples.len());
         let mut next = HashMap::new();
+        // Ranks often share a cgroup (a job's pod or slice): its cpu.stat
+        // is read once a tick, not once a rank.
+        let mut cpu_stats: HashMap<std::path::PathBuf, Option<String>> = HashMap::new();
         for (w, s) in samples {
             let prev = self.prev.get(&w.key);
-            let cpu_stat = mounts
-                .cpu_stat_path(&w.cgroup)
-                .and_then(|(path, v)| std::fs::read_to_string(path).ok().map(|t| (t, v)));
+            let cpu_stat = mounts.cpu_stat_path(&w.cgroup).and_then(|(path, v)| {
+                let text = cpu_stats
+                    .entry(path)
+                    .or_insert_with_key(|p| std::fs::read_to_string(p).ok());
+                text.clone().map(|t| (t, v))
+            });
             let cfs_ns = cpu_stat
                 .as_ref()
                 .and_then(|(t, v)| parse_throttled_ns(t, *v));

@@ -1,0 +1,90 @@
+//! The flow map read in one batch lookup a tick holds what the per-entry
+//! walk (two bpf() calls an entry) reads, on live traffic.
+mod support;
+use kitty_probe_ebpf::flow::FlowProbe;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+
+/// A loopback connection that has carried `bytes` each way, request and
+/// echo in 64 KB turns, then left idle.
+fn talk(client: &mut TcpStream, server: &mut TcpStream, bytes: usize) {
+    let chunk = vec![7u8; 64 << 10];
+    let mut back = vec![0u8; 64 << 10];
+    for _ in 0..bytes / chunk.len() {
+        client.write_all(&chunk).unwrap();
+        server.read_exact(&mut back).unwrap();
+        server.write_all(&back).unwrap();
+        client.read_exact(&mut back).unwrap();
+    }
+}
+
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    (c, s)
+}
+
+#[test]
+fn the_flow_map_by_batch_is_the_flow_map_by_lookups() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    let mut probe = FlowProbe::start().expect("the flow probe attaches here");
+    if probe.entries_by_batch().is_none() {
+        // Batch lookups on per-CPU hash maps came with Linux 5.6.
+        eprintln!("skipped: {}", probe.strategy());
+        return;
+    }
+    let (mut c, mut s) = pair();
+    talk(&mut c, &mut s, 4 << 20);
+    // More flows than the batch buffers' first room (64 entries): the
+    // read grows them and goes on where it was.
+    let mut others: Vec<(TcpStream, TcpStream)> = (0..40).map(|_| pair()).collect();
+    for (a, b) in &mut others {
+        a.write_all(b"ping").unwrap();
+        b.read_exact(&mut [0u8; 4]).unwrap();
+    }
+    let mut ports: Vec<u16> = others
+        .iter()
+        .flat_map(|(a, b)| {
+            [
+                a.local_addr().unwrap().port(),
+                b.local_addr().unwrap().port(),
+            ]
+        })
+        .collect();
+    let me = std::process::id();
+    let (cport, sport) = (
+        c.local_addr().unwrap().port(),
+        s.local_addr().unwrap().port(),
+    );
+    ports.extend([cport, sport]);
+    // This test's connections only: other tests of this process may be
+    // talking meanwhile.
+    let mine = |v: Vec<(
+        kitty_probe_ebpf::flow::FlowKey,
+        kitty_probe_ebpf::flow::FlowBytes,
+    )>| {
+        let mut v: Vec<_> = v
+            .into_iter()
+            .filter(|(k, _)| k.tgid == me && ports.contains(&k.lport))
+            .map(|(k, b)| (k.lport, k.rport, b.tx, b.rx))
+            .collect();
+        v.sort();
+        v
+    };
+    let batch = mine(probe.entries_by_batch().unwrap());
+    let lookups = mine(probe.entries_by_lookups());
+    eprintln!("{}: {} flows of this test", probe.strategy(), batch.len());
+    // Idle now: the same bytes both ways, every end of every connection.
+    assert_eq!(batch, lookups);
+    assert_eq!(batch.len(), 82, "{batch:?}");
+    for port in [cport, sport] {
+        let (_, _, tx, rx) = *batch
+            .iter()
+            .find(|f| f.0 == port)
+            .unwrap_or_else(|| panic!("the end at port {port} in {batch:?}"));
+        assert!(tx >= 4 << 20 && rx >= 4 << 20, "4 MB each way: {tx} {rx}");
+    }
+}
