@@ -402,9 +402,11 @@ pub struct RanInstead {
     /// Its process (0: the CPU was idle, the wait was the scheduler's).
     pub pid: u32,
     pub comm: Text,
-    /// The rank's wait charged to it, per second.
+    /// The rank's wait charged to it, per second (the probe gives it to
+    /// 0.01 ms/s).
     pub wait_ms_per_s: f64,
-    /// Its share of all the rank's charged wait in the tick, percent.
+    /// Its share of all the rank's charged wait in the tick, percent (a
+    /// whole one from the probe).
     pub share_pct: f64,
     /// The CPU where the rank's thread waited.
     pub cpu: u32,
