@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Two builds of kitty-tui taking turns at `record` on one 8-rank ring job
+# (500 ms): each one's steady-state CPU per sample, summed over its threads'
+# schedstat (nanoseconds, not clock ticks), ROUNDS times each, then the
+# means. This VM's runs drift by ~5 % over minutes: turns on one job are
+# how a change smaller than that is told from the drift.
+#   scripts/record-ab.sh OLD_BIN NEW_BIN [ROUNDS] [DURATION] [record options]
+# e.g. build the old version into a copy: git stash; cargo build --release
+# -p kitty-tui; cp target/release/kitty-tui /tmp/kt-old; git stash pop.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLD=$1 NEW=$2
+ROUNDS=${3:-5} DURATION=${4:-40}
+(( DURATION >= 10 )) || { echo "DURATION: at least 10 s" >&2; exit 2; }
+PORTS=$(python3 -c 'import socket
+s=[socket.socket() for _ in range(8)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(",".join(str(x.getsockname()[1]) for x in s))')
+PIDS=()
+for r in $(seq 0 7); do
+  KITTY_WATCH=1 RANK=$r JOB_NAME=ab "$NEW" demo-rank --rank "$r" --world 8 --ports "$PORTS" >/dev/null 2>&1 &
+  PIDS+=($!)
+done
+DIR=$(mktemp -d)
+trap 'kill ${PIDS[*]} 2>/dev/null || true; rm -rf "$DIR"' EXIT
+sleep 1
+# CPU time of a live process's threads, ns.
+ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
+declare -A SUM=([old]=0 [new]=0)
+for i in $(seq "$ROUNDS"); do
+  for which in old new; do
+    bin=$OLD; [[ $which == new ]] && bin=$NEW
+    "$bin" record -o "$DIR/$which.kitty" --interval 500ms --duration "${DURATION}s" "${@:5}" 2>/dev/null &
+    rec=$!
+    # Steady state: from 5 s (the probes loaded) to 1 s before the end.
+    sleep 5; t0=$(ns $rec)
+    sleep $((DURATION - 6)); t1=$(ns $rec)
+    wait $rec || true
+    ms=$(python3 -c "print(f'{($t1 - $t0) / 1e6 / (($DURATION - 6) * 2):.3f}')")
+    SUM[$which]=$(python3 -c "print(${SUM[$which]} + $ms)")
+    echo "round $i $which: $ms ms CPU per sample"
+  done
+done
+python3 -c "
+old, new = ${SUM[old]} / $ROUNDS, ${SUM[new]} / $ROUNDS
+print(f'means: old {old:.3f} ms, new {new:.3f} ms per sample ({(new - old) / old * 100:+.1f} %)')"
