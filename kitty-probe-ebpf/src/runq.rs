@@ -10,6 +10,7 @@ use crate::map_batch::MapBatch;
 use crate::watched::SlotFilter;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
+use kitty_core::model::rates::hundredths;
 use kitty_core::model::{Frame, HistKind, RanInstead, Sig, Text};
 use std::collections::{BTreeSet, HashMap};
 
@@ -194,7 +195,7 @@ impl RunqProbe {
                             // To 10 us a second and a whole percent: what
                             // the views and verdicts show, or finer; the
                             // noise digits were 6 % of a recording.
-                            wait_ms_per_s: (ns as f64 / 1e4 / secs).round() / 100.0,
+                            wait_ms_per_s: hundredths(ns as f64 / 1e6 / secs),
                             share_pct: (ns as f64 * 100.0 / total.max(1) as f64).round(),
                             cpu,
                             pod_uid: n.pod_uid,

@@ -501,6 +501,7 @@ pub struct TcpInfo {
 pub struct ThreadFrame {
     pub tid: u32,
     pub comm: Text,
+    /// To 0.01 ms/s, as the sampler gives it (and `cpu_pct` to 0.01 %).
     pub run_delay_ms_per_s: f64,
     pub cpu_pct: f64,
 }

@@ -4,6 +4,13 @@
 
 use super::{RankCounters, Sig, Signals, TcpInfo};
 
+/// `v` to two decimals: the per-thread and per-culprit rates, which the
+/// views show to one decimal or none (their noise digits cost a recording
+/// of the 8-rank ring ~20 KB a minute).
+pub fn hundredths(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
 /// A counter difference per second that never goes negative: a counter that
 /// went backwards (pid reuse, reset, namespace change) yields None.
 pub fn rate(prev: u64, cur: u64, dt_s: f64) -> Option<f64> {

@@ -2,7 +2,7 @@
 //! gauges always, rates once there is a previous sample.
 
 use super::procs::ProcPrev;
-use crate::model::rates::{counter_rates, rate, TcpDeltas};
+use crate::model::rates::{counter_rates, hundredths, rate, TcpDeltas};
 use crate::model::{
     Histograms, RankCounters, RankFrame, Sig, Signals, SocketFrame, TcpInfo, Text, ThreadFrame,
 };
@@ -187,8 +187,10 @@ fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame>
             Some(ThreadFrame {
                 tid: *tid,
                 comm: Text::new(&t.comm),
-                run_delay_ms_per_s: rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6,
-                cpu_pct: rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7,
+                run_delay_ms_per_s: hundredths(
+                    rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6,
+                ),
+                cpu_pct: hundredths(rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7),
             })
         })
         .collect();
