@@ -10,7 +10,7 @@ use crate::watched::WatchedSet;
 use aya::programs::Iter;
 use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
-use kitty_core::sources::tasks::{state_letter, ProcessPart, TaskCounters, TaskRow};
+use kitty_core::sources::tasks::{state_letter, Placement, ProcessPart, TaskCounters, TaskRow};
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
 
@@ -39,7 +39,8 @@ struct Row {
     dead_exec_ns: u64,
     rss_pages: u64,
     known: u32,
-    _pad: u32,
+    netns: u32,
+    css_set: u64,
 }
 
 /// `known` bits: the kernel accounts I/O per task; its RSS layout is known.
@@ -75,7 +76,8 @@ impl Row {
             dead_exec_ns: u64_at(120),
             rss_pages: u64_at(128),
             known: u32_at(136),
-            _pad: 0,
+            netns: u32_at(140),
+            css_set: u64_at(144),
         }
     }
 
@@ -102,6 +104,11 @@ impl Row {
                 dead_io_bytes: (self.known & KNOWN_IO != 0)
                     .then_some((self.dead_read_bytes, self.dead_write_bytes)),
                 rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
+                // Zero: no namespace (exiting) or no node; unknown then.
+                placement: (self.netns != 0 && self.css_set != 0).then_some(Placement {
+                    cgroups: self.css_set,
+                    netns: self.netns as u64,
+                }),
             },
         }
     }
@@ -173,7 +180,7 @@ mod tests {
 
     #[test]
     fn row_layout_matches_the_c_struct() {
-        assert_eq!(ROW, 144, "struct row in tasks.bpf.c is 144 bytes");
+        assert_eq!(ROW, 152, "struct row in tasks.bpf.c is 152 bytes");
         let mut b = vec![0u8; ROW];
         b[0..4].copy_from_slice(&7u32.to_ne_bytes());
         b[4..8].copy_from_slice(&5u32.to_ne_bytes());
@@ -187,6 +194,8 @@ mod tests {
         b[120..128].copy_from_slice(&77u64.to_ne_bytes());
         b[128..136].copy_from_slice(&300u64.to_ne_bytes());
         b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
+        b[140..144].copy_from_slice(&4026531840u32.to_ne_bytes());
+        b[144..152].copy_from_slice(&4242u64.to_ne_bytes());
         let r = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(r.state, 'S');
         assert_eq!(r.io_bytes, Some((4096, 0)));
@@ -196,11 +205,17 @@ mod tests {
                 dead_exec_ns: 77,
                 dead_io_bytes: Some((0, 8192)),
                 rss_pages: Some(300),
+                placement: Some(Placement {
+                    cgroups: 4242,
+                    netns: 4026531840
+                }),
             }
         );
         b[136..140].copy_from_slice(&0u32.to_ne_bytes());
+        b[140..144].copy_from_slice(&0u32.to_ne_bytes());
         let unknown = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!((unknown.io_bytes, unknown.process.rss_pages), (None, None));
+        assert_eq!(unknown.process.placement, None, "no namespace: exiting");
         let r = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(
             (r.tid, r.tgid, r.run_delay_ns, r.nr_migrations),

@@ -183,3 +183,69 @@ fn iterator_and_procfs_agree_on_a_live_process() {
         h.join().unwrap();
     }
 }
+
+/// The network namespace inode of a process, as `ns/net` names it.
+fn netns_of(pid: u32) -> u64 {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    let s = link.to_str().unwrap();
+    s.trim_start_matches("net:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_rows_say_where_a_process_is_and_when_it_moves() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    // A process in a network namespace of its own (so its inode is not
+    // this test's by chance), then moved to another cgroup.
+    let mut child = std::process::Command::new("unshare")
+        .args(["-n", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // unshare execs sleep in the new namespace under the same pid.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap() != "sleep\n" {
+        assert!(std::time::Instant::now() < deadline, "unshare did not exec");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut it = TaskIter::start().expect("the task iterator loads here");
+    let watched = [pid].into_iter().collect();
+    let placement = |it: &mut TaskIter| {
+        let rows = it.read(&watched).unwrap();
+        let leader = rows.iter().find(|r| r.tid == pid).expect("its row");
+        leader.process.placement.expect("a live process has both")
+    };
+    let before = placement(&mut it);
+    assert_eq!(before.netns, netns_of(pid), "ns/net's inode");
+    assert_ne!(
+        before.netns,
+        netns_of(std::process::id()),
+        "its own namespace"
+    );
+    assert_eq!(placement(&mut it), before, "nothing moved");
+
+    // The unified hierarchy where it is the only one, else a v1 one (this
+    // machine kind mounts v1 controllers beside an empty v2).
+    let base = [
+        "/sys/fs/cgroup/cgroup.controllers",
+        "/sys/fs/cgroup/cpu/tasks",
+    ]
+    .iter()
+    .map(Path::new)
+    .find(|p| p.exists())
+    .and_then(Path::parent)
+    .expect("a cgroup hierarchy to move it in");
+    let dir = base.join(format!("kitty-placement-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    let moved = placement(&mut it);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir(&dir);
+    assert_ne!(moved.cgroups, before.cgroups, "moved to {}", dir.display());
+    assert_eq!(moved.netns, before.netns);
+}

@@ -169,6 +169,7 @@ impl Sampler {
         let tgids = self.watch.ranks().map(|w| w.key.pid).collect();
         let rows = self.tasks.read(&tgids);
         let given = rows.as_ref().ok().and_then(Option::as_ref);
+        self.watch.follow_placement(&self.cfg.roots, given);
         let (samples, gone) = self
             .procs
             .read(&self.cfg.roots, self.watch.ranks(), given, mono);

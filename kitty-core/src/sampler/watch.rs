@@ -5,25 +5,39 @@
 //! environment is fixed at exec.
 
 use super::SamplerConfig;
+use crate::model::ProcKey;
 use crate::model::{Event, EventKind, Labels};
 use crate::sources::discovery::{discover_skipping, Role, Watched};
-use std::collections::HashSet;
+use crate::sources::tasks::{Placement, RowsByTgid};
+use crate::sources::Roots;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// How often discovery looks again at processes it already found unwatched.
 const FULL_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 /// How often a watched process's cgroup and network namespace are read
 /// again: a rank moved into a limited cgroup is judged on the right
-/// cpu.stat within a second (one small read per rank).
+/// cpu.stat within a second (one small read per rank). A rank the task
+/// iterator follows (its rows say where it is, [`Placement`]) is read
+/// again the tick it moved, and otherwise only every
+/// [`FOLLOWED_PLACEMENT_EVERY`].
 const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+/// The followed ranks' own re-read: what two moves inside one tick could
+/// hide (the second set of cgroups at the first one's freed address).
+const FOLLOWED_PLACEMENT_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 pub struct WatchList {
     pub watched: Vec<Watched>,
     last_scan_ns: Option<u64>,
     full_scan_ns: Option<u64>,
-    /// When the watched processes' cgroup and namespace were last read.
+    /// When the watched processes' cgroup and namespace were last read;
+    /// the followed ones'.
     placement_ns: Option<u64>,
+    followed_placement_ns: Option<u64>,
+    /// Where the task iterator last saw each rank it follows (their
+    /// placement is not read on a timer).
+    followed: HashMap<ProcKey, Placement>,
     /// Pids found unwatched, not examined again until the next full pass.
     unwatched: HashSet<u32>,
     /// Of those, the ones this user may not examine (other users').
@@ -64,7 +78,14 @@ impl WatchList {
             .is_none_or(|t| now_ns.saturating_sub(t) >= PLACEMENT_EVERY.as_nanos() as u64)
         {
             self.placement_ns = Some(now_ns);
-            for w in &mut self.watched {
+            let all = self.followed_placement_ns.is_none_or(|t| {
+                now_ns.saturating_sub(t) >= FOLLOWED_PLACEMENT_EVERY.as_nanos() as u64
+            });
+            if all {
+                self.followed_placement_ns = Some(now_ns);
+            }
+            let followed = &self.followed;
+            for w in (self.watched.iter_mut()).filter(|w| all || !followed.contains_key(&w.key)) {
                 w.refresh_placement(&roots.pid_dir(w.key.pid));
             }
         }
@@ -122,6 +143,27 @@ impl WatchList {
         }
     }
 
+    /// Follows the ranks' placement in this tick's task rows (None: no
+    /// rows this tick): a rank whose leader's cgroups or network namespace
+    /// changed, or that was not followed, has both read again now; one
+    /// without a row goes back to the timer.
+    pub fn follow_placement(&mut self, roots: &Roots, rows: Option<&RowsByTgid>) {
+        let mut followed = HashMap::new();
+        for w in self.watched.iter_mut().filter(|w| w.role == Role::Rank) {
+            let seen = rows
+                .and_then(|r| r.get(&w.key.pid))
+                .and_then(|rows| rows.iter().find(|r| r.tid == r.tgid))
+                .filter(|r| r.start_ticks == w.key.start_time)
+                .and_then(|r| r.process.placement);
+            let Some(now) = seen else { continue };
+            if self.followed.get(&w.key) != Some(&now) {
+                w.refresh_placement(&roots.pid_dir(w.key.pid));
+            }
+            followed.insert(w.key, now);
+        }
+        self.followed = followed;
+    }
+
     /// How many processes were unreadable to this user at the last scan.
     pub fn hidden(&self) -> usize {
         self.hidden.len()
@@ -146,5 +188,121 @@ impl WatchList {
                 ),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Text;
+    use crate::sources::tasks::{ProcessPart, TaskRow};
+
+    /// A proc root with one process (`cgroup`, `ns/net`).
+    fn root(pid: u32) -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(format!("proc/{pid}"));
+        std::fs::create_dir_all(p.join("ns")).unwrap();
+        std::fs::write(p.join("cgroup"), "0::/job/a\n").unwrap();
+        std::os::unix::fs::symlink("net:[4026531840]", p.join("ns/net")).unwrap();
+        let roots = Roots {
+            proc: d.path().join("proc"),
+            host: d.path().to_path_buf(),
+            sys: d.path().join("sys"),
+        };
+        (d, roots)
+    }
+
+    fn rows(pid: u32, placement: Option<Placement>) -> RowsByTgid {
+        let row = |tid| TaskRow {
+            tid,
+            tgid: pid,
+            start_ticks: 1,
+            process: ProcessPart {
+                placement,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        [(pid, vec![row(pid + 1), row(pid)])].into_iter().collect()
+    }
+
+    fn list(pid: u32) -> WatchList {
+        WatchList {
+            watched: vec![Watched {
+                key: ProcKey { pid, start_time: 1 },
+                comm: Text::new("rank"),
+                ppid: 1,
+                labels: Default::default(),
+                nccl: vec![],
+                nic_numa: vec![],
+                role: Role::Rank,
+                cgroup: "0::/job/a\n".into(),
+                netns: Some(4026531840),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_followed_rank_is_read_again_only_when_its_rows_say_it_moved() {
+        let (d, roots) = root(40);
+        let cgroup_file = d.path().join("proc/40/cgroup");
+        let cfg = SamplerConfig {
+            roots: roots.clone(),
+            discovery_every: Duration::from_secs(3600),
+            ..Default::default()
+        };
+        let mut l = list(40);
+        let events = &mut Vec::new();
+        let mut refresh_at = |l: &mut WatchList, s: u64| {
+            l.refresh(&cfg, &Default::default(), (s * 1_000_000_000, 0), events)
+        };
+        let at = |cgroups| {
+            Some(Placement {
+                cgroups,
+                netns: 4026531840,
+            })
+        };
+        refresh_at(&mut l, 0);
+        l.follow_placement(&roots, Some(&rows(40, at(7))));
+        assert!(l.followed.contains_key(&l.watched[0].key));
+        // The file changes but the rows do not: not read, neither now nor
+        // by the 1 s timer (the rank is followed).
+        std::fs::write(&cgroup_file, "0::/job/b\n").unwrap();
+        l.follow_placement(&roots, Some(&rows(40, at(7))));
+        refresh_at(&mut l, 2);
+        assert_eq!(l.watched[0].cgroup, "0::/job/a\n", "not read again");
+        // The rows say it moved: read the same tick.
+        l.follow_placement(&roots, Some(&rows(40, at(8))));
+        assert_eq!(l.watched[0].cgroup, "0::/job/b\n", "read when it moved");
+        // No rows (the iterator failed this tick): back to the timer.
+        l.follow_placement(&roots, None);
+        assert!(l.followed.is_empty());
+        std::fs::write(&cgroup_file, "0::/job/c\n").unwrap();
+        refresh_at(&mut l, 4);
+        assert_eq!(l.watched[0].cgroup, "0::/job/c\n", "the timer reads it");
+        // Followed again; every 10 s read all the same.
+        l.follow_placement(&roots, Some(&rows(40, at(8))));
+        std::fs::write(&cgroup_file, "0::/job/d\n").unwrap();
+        refresh_at(&mut l, 6);
+        assert_eq!(l.watched[0].cgroup, "0::/job/c\n");
+        refresh_at(&mut l, 10);
+        assert_eq!(l.watched[0].cgroup, "0::/job/d\n", "the 10 s re-read");
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_followed() {
+        let (_d, roots) = root(41);
+        let mut l = list(41);
+        let p = Some(Placement {
+            cgroups: 7,
+            netns: 1,
+        });
+        let mut other = rows(41, p);
+        other.values_mut().flatten().for_each(|r| r.start_ticks = 2);
+        l.follow_placement(&roots, Some(&other));
+        assert!(l.followed.is_empty(), "rows of another process");
+        l.follow_placement(&roots, Some(&rows(41, p)));
+        assert_eq!(l.followed.len(), 1);
     }
 }

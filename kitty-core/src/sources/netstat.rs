@@ -6,22 +6,31 @@ use std::collections::BTreeMap;
 
 /// Returns `Prefix.Name -> value` for every numeric field in the file.
 pub fn parse_pairs(text: &str) -> BTreeMap<String, u64> {
-    parse_pairs_where(text, |_, _| true)
+    parse_pairs_where(text, |_| true, |_, _| true)
 }
 
 /// The [`KEPT`] counters only: what a tick reads (naming every field of
 /// both files, ~150, was most of a network namespace's cost per tick).
 pub fn parse_kept(text: &str) -> BTreeMap<String, u64> {
-    parse_pairs_where(text, |prefix, name| {
-        KEPT.iter().any(|k| {
-            k.split_once('.')
-                .is_some_and(|(p, n)| p == prefix && n == name)
-        })
-    })
+    fn kept(prefix: &str) -> impl Iterator<Item = &'static str> + '_ {
+        KEPT.iter()
+            .filter_map(move |k| k.strip_prefix(prefix)?.strip_prefix('.'))
+    }
+    parse_pairs_where(
+        text,
+        // Whole line pairs (Ip, Icmp, Udp, IpExt, ...) are skipped unsplit.
+        |prefix| kept(prefix).next().is_some(),
+        |prefix, name| kept(prefix).any(|n| n == name),
+    )
 }
 
-/// `Prefix.Name -> value` for the fields `keep(prefix, name)` accepts.
-fn parse_pairs_where(text: &str, keep: impl Fn(&str, &str) -> bool) -> BTreeMap<String, u64> {
+/// `Prefix.Name -> value` for the fields `keep(prefix, name)` accepts, in
+/// the line pairs `wants(prefix)` accepts.
+fn parse_pairs_where(
+    text: &str,
+    wants: impl Fn(&str) -> bool,
+    keep: impl Fn(&str, &str) -> bool,
+) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut lines = text.lines();
     while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
@@ -32,6 +41,9 @@ fn parse_pairs_where(text: &str, keep: impl Fn(&str, &str) -> bool) -> BTreeMap<
         };
         if p1 != p2 {
             break;
+        }
+        if !wants(p1) {
+            continue;
         }
         for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
             if !keep(p1, n) {

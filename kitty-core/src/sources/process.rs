@@ -569,6 +569,7 @@ mod tests {
             dead_exec_ns: 3_000_000_000,
             dead_io_bytes: Some((100, 200)),
             rss_pages: Some(1000),
+            placement: None,
         };
         let row = |tid, exec_ns, io| TaskRow {
             tid,

@@ -48,6 +48,21 @@ pub struct ProcessPart {
     /// Resident pages (file + anon + shmem, as stat's rss), when the
     /// kernel's layout is the one the program knows.
     pub rss_pages: Option<u64>,
+    /// Where the thread is (the leader's row speaks for the process).
+    pub placement: Option<Placement>,
+}
+
+/// A task's cgroup and network namespace as numbers: what tells the sampler
+/// that a process moved, without reading /proc/<pid>/cgroup to find out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Which set of cgroups it is in (one per hierarchy, v1 and v2: the
+    /// kernel's css_set): a move in any hierarchy changes it. An identity
+    /// to compare, nothing more (the iterator gives the set's address; it
+    /// is never shown or recorded).
+    pub cgroups: u64,
+    /// Its network namespace's inode (`/proc/<pid>/ns/net`'s `net:[N]`).
+    pub netns: u64,
 }
 
 /// A task's state letter from its `__state` and `exit_state`, as the

@@ -37,6 +37,14 @@ struct mm_struct___tasks { struct percpu_counter___tasks rss_stat[4]; } PRESERVE
 enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
 #define KNOWN_IO 1
 #define KNOWN_RSS 2
+/* Where the task is: its css_set (the set of cgroups it is in, one per
+ * hierarchy, v1 and v2: moving it in any hierarchy gives it another one)
+ * and its network namespace's inode, so the sampler re-reads
+ * /proc/<pid>/cgroup and ns/net only when one changed. */
+struct css_set___tasks { int unused; } PRESERVE;
+struct ns_common___tasks { unsigned int inum; } PRESERVE;
+struct net___tasks { struct ns_common___tasks ns; } PRESERVE;
+struct nsproxy___tasks { struct net___tasks *net_ns; } PRESERVE;
 struct task_struct___tasks {
 	int pid;
 	int tgid;
@@ -52,6 +60,8 @@ struct task_struct___tasks {
 	struct task_io_accounting ioac;
 	struct signal_struct___tasks *signal;
 	struct mm_struct___tasks *mm;
+	struct css_set___tasks *cgroups;
+	struct nsproxy___tasks *nsproxy;
 } PRESERVE;
 
 struct {
@@ -82,7 +92,8 @@ struct row {
 	u64 dead_exec_ns;    /* signal->sum_sched_runtime: their CPU time */
 	u64 rss_pages;       /* mm: file + anon + shmem, as /proc/<pid>/stat */
 	u32 known;           /* KNOWN_IO | KNOWN_RSS */
-	u32 pad;
+	u32 netns;           /* nsproxy->net_ns inode (0: exiting, none) */
+	u64 css_set;         /* the css_set's address: compared, never shown */
 };
 
 /* percpu_counter_read_positive: the shared count, never below zero. */
@@ -130,6 +141,9 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 			      positive(mm->rss_stat[MM_SHMEMPAGES].count);
 		r.known |= KNOWN_RSS;
 	}
+	/* Untrusted pointers: a NULL one (an exiting task's nsproxy) reads 0. */
+	r.css_set = (u64)t->cgroups;
+	r.netns = t->nsproxy->net_ns->ns.inum;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

@@ -29,14 +29,18 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let pipeline = pipeline::build(&a.sampling, &cfg);
     let stop = stop_flag();
     let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
-    let end = frames.drive(&stop, a.duration, |f| {
-        writer.append(&f).map(|_| ControlFlow::Continue(()))
+    let end = frames.drive(&stop, a.duration, |mut f| {
+        writer
+            .append_in_place(&mut f)
+            .map(|_| ControlFlow::Continue(()))
     });
     engine.stop();
     let end = end.wrap_err("recording stopped")?;
     // Frames already produced but not yet written are kept.
-    for f in frames.drain() {
-        writer.append(&f).wrap_err("recording stopped")?;
+    for mut f in frames.drain() {
+        writer
+            .append_in_place(&mut f)
+            .wrap_err("recording stopped")?;
     }
     let (n, bytes) = (writer.frames(), writer.bytes());
     writer.finish()?;

@@ -38,22 +38,26 @@ pub fn run_with(
     // Events happen in one frame each: keep all of them for the document.
     let mut events = Vec::new();
     let mut n = 0;
-    let end = frames.drive(&stop, None, |f| -> Result<_, std::convert::Infallible> {
-        events.extend(f.events.iter().cloned());
-        if let Some(w) = writer.as_mut() {
-            if let Err(e) = w.append(&f) {
-                eprintln!("kitty-tui: recording stopped: {e}");
-                writer = None;
+    let end = frames.drive(
+        &stop,
+        None,
+        |mut f| -> Result<_, std::convert::Infallible> {
+            events.extend(f.events.iter().cloned());
+            if let Some(w) = writer.as_mut() {
+                if let Err(e) = w.append_in_place(&mut f) {
+                    eprintln!("kitty-tui: recording stopped: {e}");
+                    writer = None;
+                }
             }
-        }
-        last = Some(f);
-        n += 1;
-        Ok(if start.elapsed() >= duration && n >= 2 {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
-    });
+            last = Some(f);
+            n += 1;
+            Ok(if start.elapsed() >= duration && n >= 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        },
+    );
     engine.stop();
     if let Some(w) = writer {
         w.finish()?;

@@ -87,9 +87,9 @@ pub fn run_live(
     let (ftx, flatest, fstop) = (tx.clone(), latest.clone(), stop.clone());
     let forwarder = std::thread::spawn(move || {
         let mut writer = recorder.map(|r| r.0);
-        let _ = frames.drive(&fstop, None, |f| -> Result<_, ()> {
+        let _ = frames.drive(&fstop, None, |mut f| -> Result<_, ()> {
             if let Some(w) = writer.as_mut() {
-                if let Err(e) = w.append(&f) {
+                if let Err(e) = w.append_in_place(&mut f) {
                     let _ = ftx.send(Msg::SourceDied);
                     eprintln!("kitty-tui: recording stopped: {e}");
                     writer = None;
@@ -101,8 +101,8 @@ pub fn run_live(
             Ok(ControlFlow::Continue(()))
         });
         if let Some(mut w) = writer {
-            for f in frames.drain() {
-                let _ = w.append(&f);
+            for mut f in frames.drain() {
+                let _ = w.append_in_place(&mut f);
             }
             let _ = w.finish();
         }

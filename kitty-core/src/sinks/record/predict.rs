@@ -155,23 +155,65 @@ fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
         .collect()
 }
 
-/// `f` with [`RECOMPUTED`] for the rates the replay gives back from
-/// `basis`; None when `f` has [`RECOMPUTED`] as one of those rates (it is
-/// then written whole).
-pub fn strip(basis: &Basis, f: &Frame) -> Option<Frame> {
-    let mut out = f.clone();
-    each_recomputed(basis, &mut out, Recomputed::WRITTEN, |have, predicted| {
-        for (k, p) in predicted.iter() {
+/// The values [`mark`] took out of a frame, to put back.
+#[derive(Debug, Default)]
+pub struct Marks(Vec<(usize, Option<usize>, Sig, f64)>);
+
+impl Marks {
+    /// Puts the frame's own values back where [`mark`] left [`RECOMPUTED`].
+    pub fn restore(self, f: &mut Frame) {
+        for (r, s, k, v) in self.0 {
+            let r = &mut f.ranks[r];
+            match s {
+                None => r.signals.set(k, v),
+                Some(s) => r.sockets[s].signals.set(k, v),
+            };
+        }
+    }
+}
+
+/// Puts [`RECOMPUTED`] in `f`, in place, for the rates the replay gives
+/// back from `basis`, and says what it took out ([`Marks::restore`]): a
+/// frame is written without copying it. None, with `f` unchanged, when
+/// `f` has [`RECOMPUTED`] as one of those rates (it is then written whole).
+pub fn mark(basis: &Basis, f: &mut Frame) -> Option<Marks> {
+    let predicted = predicted(basis, f, Recomputed::WRITTEN);
+    let holds_mark =
+        |have: &Signals, p: &Signals| p.iter().any(|(k, _)| have.get(k) == Some(RECOMPUTED));
+    for (r, (sig, sockets)) in f.ranks.iter().zip(&predicted) {
+        if holds_mark(&r.signals, sig)
+            || r.sockets
+                .iter()
+                .zip(sockets)
+                .any(|(s, p)| holds_mark(&s.signals, p))
+        {
+            return None;
+        }
+    }
+    let mut marks = Marks::default();
+    let mut put = |have: &mut Signals, p: &Signals, at: (usize, Option<usize>)| {
+        for (k, pv) in p.iter() {
             let Some(v) = have.get(k) else { continue };
-            if v == RECOMPUTED {
-                return None;
-            }
-            if digits::round(v).to_bits() == digits::round(p).to_bits() {
+            if digits::round(v).to_bits() == digits::round(pv).to_bits() {
                 have.set(k, RECOMPUTED);
+                marks.0.push((at.0, at.1, k, v));
             }
         }
-        Some(())
-    })?;
+    };
+    for (i, (r, (sig, sockets))) in f.ranks.iter_mut().zip(&predicted).enumerate() {
+        put(&mut r.signals, sig, (i, None));
+        for (j, (s, p)) in r.sockets.iter_mut().zip(sockets).enumerate() {
+            put(&mut s.signals, p, (i, Some(j)));
+        }
+    }
+    Some(marks)
+}
+
+/// `f` as a delta writes it: [`mark`] on a copy.
+#[cfg(test)]
+pub fn strip(basis: &Basis, f: &Frame) -> Option<Frame> {
+    let mut out = f.clone();
+    mark(basis, &mut out)?;
     Some(out)
 }
 

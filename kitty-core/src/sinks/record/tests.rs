@@ -365,3 +365,28 @@ fn a_format_4_recording_still_replays() {
     let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
     assert_eq!(frames, v2);
 }
+
+/// Appending in place (the recorder's way: no copy of the frame) writes
+/// the same bytes as appending a copy, and leaves each frame as it was,
+/// on the real 3-rank frames, whose rates are left out of the deltas.
+#[test]
+fn appending_in_place_writes_the_same_and_changes_nothing() {
+    let (_, frames) = read_whole(&fixture("recording-v2.kitty"));
+    let d = tempfile::tempdir().unwrap();
+    let copied = write(&d, &frames);
+    let in_place = d.path().join("in-place.kitty");
+    let mut w = Writer::create(&in_place, &header()).unwrap();
+    for f in &frames {
+        let mut mine = f.clone();
+        w.append_in_place(&mut mine).unwrap();
+        assert_eq!(&mine, f, "put back as it was");
+    }
+    w.finish().unwrap();
+    let (r, back) = read_whole(&in_place);
+    assert!(r.index().iter().filter(|e| e.predicted).count() > 10);
+    assert_eq!(back, frames);
+    assert_eq!(
+        std::fs::read(&in_place).unwrap(),
+        std::fs::read(&copied).unwrap()
+    );
+}

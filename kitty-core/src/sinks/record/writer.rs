@@ -88,19 +88,30 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes a frame (a keyframe or a delta against the one before) and
+    /// flushes it.
     pub fn append(&mut self, frame: &Frame) -> Result<(), RecordError> {
+        self.append_in_place(&mut frame.clone())
+    }
+
+    /// [`Writer::append`] without a copy of the frame: the values a delta
+    /// leaves out are marked in `frame` while it is encoded, then put back
+    /// (it is as it was when this returns).
+    pub fn append_in_place(&mut self, frame: &mut Frame) -> Result<(), RecordError> {
         let io = |e| RecordError::Io(self.path.clone(), e);
         // A delta leaves out the rates the reader recomputes; a frame that
         // cannot be written so (one holding the mark itself) is a keyframe.
         let delta = match &self.last {
             Some(last) if !self.frames.is_multiple_of(KEY_EVERY) => {
-                predict::strip(&last.basis, frame).and_then(|stripped| {
-                    let json = digits::to_vec(&stripped).expect("frames serialize");
+                predict::mark(&last.basis, frame).and_then(|marks| {
+                    let json = digits::to_vec(&*frame).expect("frames serialize");
+                    marks.restore(frame);
                     self.columns.delta(&json).map(|body| (body, &last.plain))
                 })
             }
             _ => None,
         };
+        let frame = &*frame;
         let key = delta.is_none();
         let (plain, payload) = match delta {
             Some((body, dict)) => {
