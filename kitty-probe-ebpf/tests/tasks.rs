@@ -184,14 +184,9 @@ fn iterator_and_procfs_agree_on_a_live_process() {
     }
 }
 
-/// The network namespace inode of a process, as `ns/net` names it.
+/// The network namespace inode of a process, as the sampler reads it.
 fn netns_of(pid: u32) -> u64 {
-    let link = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
-    let s = link.to_str().unwrap();
-    s.trim_start_matches("net:[")
-        .trim_end_matches(']')
-        .parse()
-        .unwrap()
+    kitty_core::sources::process::read_netns(Path::new(&format!("/proc/{pid}"))).unwrap()
 }
 
 #[test]

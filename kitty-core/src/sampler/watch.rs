@@ -85,7 +85,11 @@ impl WatchList {
                 self.followed_placement_ns = Some(now_ns);
             }
             let followed = &self.followed;
-            for w in (self.watched.iter_mut()).filter(|w| all || !followed.contains_key(&w.key)) {
+            for w in self
+                .watched
+                .iter_mut()
+                .filter(|w| all || !followed.contains_key(&w.key))
+            {
                 w.refresh_placement(&roots.pid_dir(w.key.pid));
             }
         }
