@@ -31,6 +31,9 @@ pub struct Probes {
     events: Result<events::EventsProbe, ProbeError>,
     /// Fixed once the probes have loaded: put in every frame.
     statuses: Vec<(Source, SourceStatus)>,
+    /// Whether the kernel's BTF was let go (the first tick, when the
+    /// sampler's task iterator has loaded too).
+    released_btf: bool,
 }
 
 impl Probes {
@@ -44,6 +47,7 @@ impl Probes {
             flow: flow::FlowProbe::start(),
             events: events::EventsProbe::start(hints),
             statuses: Vec::new(),
+            released_btf: false,
         };
         p.statuses = p.compute_statuses();
         p
@@ -115,6 +119,12 @@ impl Enricher for Probes {
     }
 
     fn enrich(&mut self, frame: &mut Frame) {
+        if !self.released_btf {
+            // Everything that loads at start has (the sampler opens its
+            // task iterator before its first tick).
+            load::release_kernel_btf();
+            self.released_btf = true;
+        }
         if let Ok(p) = &mut self.rtt {
             p.enrich(frame);
         }

@@ -237,6 +237,25 @@ pub fn check_off_cpu() -> Result<(), ProfileError> {
     start_offcpu(0).map(drop)
 }
 
+type Started = (Option<aya::Ebpf>, Option<aya::Ebpf>);
+
+/// The on-CPU and off-CPU programs `req` asks for, attached.
+fn start_programs(req: &Request) -> Result<Started, ProfileError> {
+    let on = if req.kinds.on() {
+        let cpus = aya::util::online_cpus()
+            .map_err(|(what, e)| ProfileError::Cpus(format!("{what}: {e}")))?;
+        Some(start_sampler(req.pid, &cpus, req.frequency_hz)?)
+    } else {
+        None
+    };
+    let off = if req.kinds.off() {
+        Some(start_offcpu(req.pid)?)
+    } else {
+        None
+    };
+    Ok((on, off))
+}
+
 /// Profiles `req.pid` (on-CPU, off-CPU or both, in that order);
 /// `progress` gets the elapsed fraction; `cancel` stops early (the partial
 /// profiles are returned).
@@ -257,18 +276,10 @@ pub fn run(
     ))));
     let maps = read_maps(req.pid);
 
-    let mut on = if req.kinds.on() {
-        let cpus = aya::util::online_cpus()
-            .map_err(|(what, e)| ProfileError::Cpus(format!("{what}: {e}")))?;
-        Some(start_sampler(req.pid, &cpus, req.frequency_hz)?)
-    } else {
-        None
-    };
-    let mut off = if req.kinds.off() {
-        Some(start_offcpu(req.pid)?)
-    } else {
-        None
-    };
+    let started = start_programs(req);
+    // Attached (or failed): the parsed BTF is not needed while it runs.
+    load::release_kernel_btf();
+    let (mut on, mut off) = started?;
     let start = Instant::now();
     let mut exited = false;
     while start.elapsed() < req.duration && !cancel.load(Ordering::SeqCst) {

@@ -75,7 +75,7 @@ fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
 /// Loads the culprit map's iterator program and links it to the map.
 fn culprit_iter(ebpf: &mut Ebpf, data: &MapData) -> Result<IterLink, ProbeError> {
     let p: &mut aya::programs::Iter = load::program(ebpf, "dump_culprits")?;
-    p.load("bpf_map_elem", load::kernel_btf()?)
+    p.load("bpf_map_elem", &*load::kernel_btf()?)
         .map_err(|e| load::reason(&e))?;
     let prog = p.fd().map_err(|e| load::reason(&e))?;
     use std::os::fd::AsFd;

@@ -127,7 +127,7 @@ impl TaskIter {
         let mut ebpf = load::load_object(objects::TASKS, &[])?;
         let btf = load::kernel_btf()?;
         let p: &mut Iter = load::program(&mut ebpf, PROGRAM)?;
-        p.load("task", btf)
+        p.load("task", &btf)
             .map_err(|e| load::reason(&e).at("iter/task"))?;
         let prog = p.fd().map_err(|e| load::reason(&e))?;
         let link = IterLink::new(prog.as_fd(), None).map_err(|e| e.at("iter/task"))?;
