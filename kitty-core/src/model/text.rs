@@ -50,45 +50,56 @@ impl Text {
 
 /// Escapes every character a terminal could act on and caps the length.
 pub fn sanitize(raw: &str, max: usize) -> String {
+    // Most text needs nothing done: checked in one pass and copied whole
+    // (fewer bytes than `max` is fewer characters too). This runs for
+    // every thread name and label of every tick.
+    if raw.len() <= max && raw.chars().all(|c| escape(c).is_none()) {
+        return raw.to_string();
+    }
     let mut out = String::with_capacity(raw.len().min(max + 16));
     let mut shown = 0usize;
     let mut cut = 0usize;
     for c in raw.chars() {
-        let piece: std::borrow::Cow<str> = match c {
-            '\x1b' => "\\e".into(),
-            '\n' => "\\n".into(),
-            '\r' => "\\r".into(),
-            '\t' => "\\t".into(),
-            '\0' => "\\0".into(),
-            c if (c as u32) < 0x20 || c == '\x7f' => format!("\\x{:02x}", c as u32).into(),
-            // C1 controls (CSI is U+009B), bidi overrides and isolates, and
-            // the line/paragraph separators.
-            c if ('\u{80}'..='\u{9f}').contains(&c)
-                || ('\u{202a}'..='\u{202e}').contains(&c)
-                || ('\u{2066}'..='\u{2069}').contains(&c)
-                || c == '\u{2028}'
-                || c == '\u{2029}'
-                || c == '\u{feff}' =>
-            {
-                format!("\\u{{{:x}}}", c as u32).into()
-            }
-            c => {
-                let mut b = [0u8; 4];
-                String::from(c.encode_utf8(&mut b) as &str).into()
-            }
-        };
-        let n = piece.chars().count();
+        let esc = escape(c);
+        let n = esc.as_deref().map_or(1, |e| e.chars().count());
         if shown + n > max {
             cut += 1;
             continue;
         }
         shown += n;
-        out.push_str(&piece);
+        match esc {
+            Some(e) => out.push_str(&e),
+            None => out.push(c),
+        }
     }
     if cut > 0 {
         out.push_str(&format!("…[+{cut} chars]"));
     }
     out
+}
+
+/// How `c` is shown when a terminal could act on it; None: as itself.
+fn escape(c: char) -> Option<std::borrow::Cow<'static, str>> {
+    Some(match c {
+        '\x1b' => "\\e".into(),
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        '\t' => "\\t".into(),
+        '\0' => "\\0".into(),
+        c if (c as u32) < 0x20 || c == '\x7f' => format!("\\x{:02x}", c as u32).into(),
+        // C1 controls (CSI is U+009B), bidi overrides and isolates, and
+        // the line/paragraph separators.
+        c if ('\u{80}'..='\u{9f}').contains(&c)
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+            || c == '\u{2028}'
+            || c == '\u{2029}'
+            || c == '\u{feff}' =>
+        {
+            format!("\\u{{{:x}}}", c as u32).into()
+        }
+        _ => return None,
+    })
 }
 
 impl std::ops::Deref for Text {
@@ -173,6 +184,30 @@ mod tests {
         let t = Text::new(&"a".repeat(100_000));
         assert!(t.len() < 300, "{}", t.len());
         assert!(t.ends_with(&format!("…[+{} chars]", 100_000 - Text::MAX)));
+    }
+
+    #[test]
+    fn the_cap_counts_characters_shown_at_the_boundary() {
+        // Plain text of exactly the cap stays whole; one more is cut.
+        assert_eq!(sanitize("abcd", 4), "abcd");
+        assert_eq!(sanitize("abcde", 4), "abcd…[+1 chars]");
+        // Multi-byte characters: more bytes than the cap, within it in chars.
+        assert_eq!(sanitize("日本日本", 4), "日本日本");
+        // An escape that does not fit whole is left out, not split.
+        assert_eq!(sanitize("ab\x1bc", 4), "ab\\e…[+1 chars]");
+        assert_eq!(sanitize("abc\x1b", 4), "abc…[+1 chars]");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn nothing_a_terminal_acts_on_survives(raw in "\\PC*|[\\x00-\\x20\\x7f-\\u{a0}\\u{2028}\\u{202e}a]*", max in 1usize..40) {
+            let out = sanitize(&raw, max);
+            proptest::prop_assert!(!out.chars().any(|c| c.is_control() || escape(c).is_some()));
+            let plain = raw.chars().all(|c| escape(c).is_none());
+            if plain && raw.chars().count() <= max {
+                proptest::prop_assert_eq!(out, raw);
+            }
+        }
     }
 
     #[test]

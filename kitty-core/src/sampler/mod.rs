@@ -22,6 +22,7 @@ use crate::model::time::{mono_ns, wall_ns};
 use crate::model::{Event, EventKind, Frame, HostFrame, Source, SourceStatus, Sources, Text};
 use crate::sources::cgroup::CgroupMounts;
 use crate::sources::discovery::WatchRule;
+use crate::sources::kept::KeptFiles;
 use crate::sources::Roots;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -124,6 +125,8 @@ pub struct Sampler {
     collectives: collectives::Collectives,
     ras: ras::Ras,
     tasks: tasks::Tasks,
+    /// The files read every tick (host, netns, cgroups), kept open.
+    files: KeptFiles,
 }
 
 impl Sampler {
@@ -132,6 +135,7 @@ impl Sampler {
         let numa = crate::sources::numa::nodes(&cfg.roots.sys);
         Sampler {
             tasks: tasks::Tasks::open(&cfg.tasks),
+            files: KeptFiles::default(),
             sockets: sockets::SocketReader::new(cfg.sock_diag),
             procs: procs::ProcReader::new(cfg.discovery_every),
             neighbours: Default::default(),
@@ -176,19 +180,23 @@ impl Sampler {
         let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
-        let netns = self.sockets.netns_frames(&self.cfg.roots, &samples, dt_s);
+        let netns = self
+            .sockets
+            .netns_frames(&self.cfg.roots, &samples, dt_s, &mut self.files);
         let comm = self.comm_phase(&samples, mono, wall, &mut events);
-        let mut ranks = self
-            .procs
-            .build_ranks(samples, &tables, &self.mounts, mono, dt_s);
+        let mut ranks =
+            self.procs
+                .build_ranks(samples, &tables, &self.mounts, mono, dt_s, &mut self.files);
         let (nics, mut phase_sources) = comm.apply(&mut ranks, &self.collectives, mono);
         phase_sources.extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
 
         let mut host = host::build_host(
-            &crate::sources::host::read_host(&self.cfg.roots),
+            &crate::sources::host::read_host(&self.cfg.roots, &mut self.files),
             self.prev_host.as_ref(),
             dt_s,
         );
+        // What no rank or host reader read this tick is closed.
+        self.files.sweep();
         host.numa = self.numa.clone();
         self.prev_host = Some(host.clone());
         if ranks.len() >= 3 {

@@ -7,6 +7,7 @@ use crate::model::rates::rate;
 use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::Watched;
+use crate::sources::kept::KeptFiles;
 use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse, StatusReuse};
 use crate::sources::tasks::RowsByTgid;
 use crate::sources::tcp_table::SocketRaw;
@@ -117,6 +118,7 @@ impl ProcReader {
         mounts: &CgroupMounts,
         mono: u64,
         dt_s: Option<f64>,
+        files: &mut KeptFiles,
     ) -> Vec<RankFrame> {
         let mut ranks = Vec::with_capacity(samples.len());
         let mut next = HashMap::new();
@@ -126,9 +128,7 @@ impl ProcReader {
         for (w, s) in samples {
             let prev = self.prev.get(&w.key);
             let cpu_stat = mounts.cpu_stat_path(&w.cgroup).and_then(|(path, v)| {
-                let text = cpu_stats
-                    .entry(path)
-                    .or_insert_with_key(|p| std::fs::read_to_string(p).ok());
+                let text = cpu_stats.entry(path).or_insert_with_key(|p| files.read(p));
                 text.clone().map(|t| (t, v))
             });
             let cfs_ns = cpu_stat

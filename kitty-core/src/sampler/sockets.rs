@@ -5,6 +5,7 @@
 use super::procs::Sample;
 use crate::model::rates::rate;
 use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
+use crate::sources::kept::KeptFiles;
 use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::SockDiag;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
@@ -88,6 +89,7 @@ impl SocketReader {
         roots: &Roots,
         samples: &[Sample],
         dt_s: Option<f64>,
+        files: &mut KeptFiles,
     ) -> Vec<NetnsFrame> {
         let mut frames = Vec::new();
         let mut next = HashMap::new();
@@ -95,7 +97,9 @@ impl SocketReader {
             let dir = roots.pid_dir(pids[0]);
             let mut all = BTreeMap::new();
             for f in ["net/snmp", "net/netstat"] {
-                if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
+                // Kept under the namespace's inode: the file reads the
+                // namespace its process was in when it was opened.
+                if let Some(t) = files.read_keyed(&dir.join(f), ns) {
                     all.extend(parse_kept(&t));
                 }
             }

@@ -2,6 +2,7 @@
 //! statvfs(/dev/shm). These formats are a few lines each and kitty needs the
 //! raw jiffies and totals (procfs converts them), so they are parsed here.
 
+use super::kept::KeptFiles;
 use super::Roots;
 use std::collections::BTreeMap;
 
@@ -22,23 +23,32 @@ pub struct HostSample {
     pub interfaces: BTreeMap<String, (u64, u64)>,
 }
 
-pub fn read_host(roots: &Roots) -> HostSample {
+/// This tick's host files, read through `files` (kept open: they are the
+/// same files every tick).
+pub fn read_host(roots: &Roots, files: &mut KeptFiles) -> HostSample {
     let p = &roots.proc;
     let mut h = HostSample::default();
-    if let Some(text) = super::read_opt(&p.join("stat")) {
+    if let Some(text) = files.read(&p.join("stat")) {
         parse_stat(&text, &mut h);
     }
-    h.loadavg = super::read_opt(&p.join("loadavg")).and_then(|t| parse_loadavg(&t));
-    if let Some(text) = super::read_opt(&p.join("meminfo")) {
+    h.loadavg = files
+        .read(&p.join("loadavg"))
+        .and_then(|t| parse_loadavg(&t));
+    if let Some(text) = files.read(&p.join("meminfo")) {
         let m = parse_meminfo(&text);
         h.mem_total = m.get("MemTotal").copied();
         h.mem_available = m.get("MemAvailable").copied();
     }
     for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
-        h.psi[i] = super::read_opt(&p.join("pressure").join(name)).and_then(|t| parse_psi_some(&t));
+        h.psi[i] = files
+            .read(&p.join("pressure").join(name))
+            .and_then(|t| parse_psi_some(&t));
     }
-    // The host's interfaces are those of init's namespace, not kitty's own.
-    let dev = super::read_opt(&p.join("1/net/dev")).or_else(|| super::read_opt(&p.join("net/dev")));
+    // The host's interfaces are those of init's namespace, not kitty's own
+    // (init never changes namespace, so its file can be kept too).
+    let dev = files
+        .read(&p.join("1/net/dev"))
+        .or_else(|| files.read(&p.join("net/dev")));
     if let Some(text) = dev {
         h.interfaces = parse_net_dev(&text);
     }
@@ -183,7 +193,11 @@ mod tests {
 
     #[test]
     fn live_host() {
-        let h = read_host(&Roots::default());
+        let mut files = KeptFiles::default();
+        let h = read_host(&Roots::default(), &mut files);
+        assert!(files.len() >= 4, "the host files are kept open");
+        let again = read_host(&Roots::default(), &mut files);
+        assert!(again.cpu_total.1 >= h.cpu_total.1 && again.mem_total == h.mem_total);
         assert!(h.cpu_total.1 > 0 && !h.cpu_each.is_empty());
         assert!(h.mem_available.is_some());
         assert!(h.shm_total.is_some());

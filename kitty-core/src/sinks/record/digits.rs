@@ -62,12 +62,102 @@ fn pow10(e: i32) -> f64 {
     }
 }
 
+/// `round(v)` as serde's float printer (zmij, shortest round trip) prints
+/// it, the same bytes, from the rounding's own integer: the double nearest
+/// to m x 10^k, m of at most [`DIGITS`] digits, prints as m's digits (any
+/// shorter decimal is at least 10^k away, far more than the double's
+/// spacing), so the search for the shortest digits is not needed. None where [`round`]
+/// leaves its exact-power path (|v| outside ~1e-18..1e18) and for zero.
+/// Floats are most of a frame's values: this was 4 % of `record`'s CPU.
+fn short_decimal(v: f64, out: &mut [u8; 32]) -> Option<usize> {
+    let a = v.abs();
+    let e2 = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    if a == 0.0 || !(-60..=60).contains(&e2) {
+        return None;
+    }
+    let shift = DIGITS - 1 - decimal_exponent(a);
+    if !(-22..=22).contains(&shift) {
+        return None;
+    }
+    // The integer `round` divides or multiplies back (the same operations:
+    // half away from zero, for either sign).
+    let mut m = if shift >= 0 {
+        (a * pow10(shift)).round()
+    } else {
+        (a / pow10(-shift)).round()
+    } as u64;
+    let mut k = -shift;
+    while m.is_multiple_of(10) {
+        m /= 10;
+        k += 1;
+    }
+    let mut digits = [0u8; 8];
+    let mut len = 0;
+    while m > 0 {
+        digits[7 - len] = b'0' + (m % 10) as u8;
+        m /= 10;
+        len += 1;
+    }
+    let d = &digits[8 - len..];
+    let (len, k) = (len as i32, k);
+    let kk = len + k;
+    let mut n = 0;
+    let mut put = |b: u8| {
+        out[n] = b;
+        n += 1;
+    };
+    if v < 0.0 {
+        put(b'-');
+    }
+    // serde's printer's layouts (zmij's), by where the decimal point
+    // falls: fixed from 1e-5 to below 1e16, else d.ddde+x.
+    if (-4..=16).contains(&kk) {
+        if k >= 0 {
+            d.iter().for_each(|&c| put(c));
+            (0..k).for_each(|_| put(b'0'));
+            put(b'.');
+            put(b'0');
+        } else if kk >= 1 {
+            for (i, &c) in d.iter().enumerate() {
+                if i as i32 == kk {
+                    put(b'.');
+                }
+                put(c);
+            }
+        } else {
+            put(b'0');
+            put(b'.');
+            (0..-kk).for_each(|_| put(b'0'));
+            d.iter().for_each(|&c| put(c));
+        }
+    } else {
+        put(d[0]);
+        if d.len() > 1 {
+            put(b'.');
+            d[1..].iter().for_each(|&c| put(c));
+        }
+        put(b'e');
+        let x = kk - 1;
+        put(if x < 0 { b'-' } else { b'+' });
+        let x = x.unsigned_abs();
+        if x >= 10 {
+            put(b'0' + (x / 10) as u8);
+        }
+        put(b'0' + (x % 10) as u8);
+    }
+    Some(n)
+}
+
 /// serde_json's compact output with every float rounded by [`round`].
 pub struct Rounded;
 
 impl Formatter for Rounded {
     fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, v: f64) -> io::Result<()> {
-        CompactFormatter.write_f64(w, round(v))
+        let mut buf = [0u8; 32];
+        match short_decimal(v, &mut buf) {
+            Some(n) => w.write_all(&buf[..n]),
+            None => CompactFormatter.write_f64(w, round(v)),
+        }
     }
 
     fn write_f32<W: ?Sized + Write>(&mut self, w: &mut W, v: f32) -> io::Result<()> {
@@ -144,6 +234,69 @@ mod tests {
         }
         assert_eq!(decimal_exponent(1e300), 300);
         assert_eq!(decimal_exponent(2.5e-300), -300);
+    }
+
+    /// What serde's own printer writes for the rounded value.
+    fn by_serde(v: f64) -> String {
+        let mut out = Vec::new();
+        CompactFormatter.write_f64(&mut out, round(v)).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_short_printer_writes_the_bytes_serde_writes() {
+        let mut checked = 0;
+        let mut each = |v: f64| {
+            let mut buf = [0u8; 32];
+            if let Some(n) = short_decimal(v, &mut buf) {
+                let got = std::str::from_utf8(&buf[..n]).unwrap();
+                assert_eq!(got, by_serde(v), "{v:e}");
+                assert_eq!(got.parse::<f64>().unwrap(), round(v), "{v:e}");
+                checked += 1;
+            }
+        };
+        // Every decade the fast path covers, dense in mantissas, both signs,
+        // the powers of ten and their neighbours, and values that round up
+        // to the next decade (9.99996 -> 10.0).
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for e in -19..=19 {
+            let p: f64 = format!("1e{e}").parse().unwrap();
+            for v in [
+                p,
+                p.next_up(),
+                p.next_down(),
+                p * 9.99996,
+                p * 9.99994,
+                p * 1.00005,
+            ] {
+                each(v);
+                each(-v);
+            }
+            for _ in 0..2000 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let frac = (state >> 11) as f64 / (1u64 << 53) as f64;
+                let v = p * (1.0 + 9.0 * frac);
+                each(v);
+                each(-v);
+                // Short decimals as kitty's rates often are.
+                each((state % 100_000) as f64 * p);
+            }
+        }
+        assert!(checked > 200_000, "{checked}");
+        // Outside it, and zero, serde's printer is used as before.
+        let mut buf = [0u8; 32];
+        for v in [0.0, -0.0, 1e300, 2.5e-300, 1e-20, 5e19] {
+            assert_eq!(short_decimal(v, &mut buf), None, "{v:e}");
+        }
+        for (v, want) in [
+            (699.9072510907145, "699.91"),
+            (1e300, "1e+300"),
+            (0.0, "0.0"),
+        ] {
+            assert_eq!(String::from_utf8(to_vec(&v).unwrap()).unwrap(), want);
+        }
     }
 
     #[test]
