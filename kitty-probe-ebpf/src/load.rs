@@ -101,7 +101,7 @@ pub fn kernel_btf() -> Result<Arc<Btf>> {
     parsed().map(|p| p.btf.clone())
 }
 
-/// Whether the parsed BTF is kept now (for tests and `doctor`).
+/// Whether the parsed BTF is kept now (for tests).
 pub fn kernel_btf_kept() -> bool {
     PARSED.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
