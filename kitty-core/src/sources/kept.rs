@@ -25,10 +25,6 @@ struct Kept {
     used: bool,
 }
 
-/// Files this large are read with `read_to_string` instead of kept (a
-/// kept file is re-read whole; these are a few KB).
-const MAX_KEPT_LEN: usize = 1 << 20;
-
 impl KeptFiles {
     /// The file's text now; None when it cannot be opened or read.
     pub fn read(&mut self, path: &Path) -> Option<String> {
@@ -50,9 +46,7 @@ impl KeptFiles {
         }
         let file = File::open(path).ok()?;
         let text = read_from_start(&file)?;
-        if text.len() < MAX_KEPT_LEN {
-            self.files.insert(k, Kept { file, used: true });
-        }
+        self.files.insert(k, Kept { file, used: true });
         Some(text)
     }
 
@@ -79,9 +73,6 @@ fn read_from_start(f: &File) -> Option<String> {
     let mut len = 0;
     loop {
         if len == buf.len() {
-            if buf.len() >= MAX_KEPT_LEN * 4 {
-                return None;
-            }
             buf.resize(buf.len() * 2, 0);
         }
         match f.read_at(&mut buf[len..], len as u64) {
