@@ -104,9 +104,9 @@ impl Writer {
         let delta = match &self.last {
             Some(last) if !self.frames.is_multiple_of(KEY_EVERY) => {
                 predict::mark(&last.basis, frame).and_then(|marks| {
-                    let json = digits::to_vec(&*frame).expect("frames serialize");
+                    let body = self.columns.delta_of(&*frame);
                     marks.restore(frame);
-                    self.columns.delta(&json).map(|body| (body, &last.plain))
+                    body.map(|body| (body, &last.plain))
                 })
             }
             _ => None,

@@ -1,0 +1,327 @@
+//! Writes a frame's JSON and takes it apart in the same pass: its shape and
+//! its values' places and field paths, as [`super::flatten_into`] finds them
+//! by scanning the text again (a delta's largest part but for zstd).
+
+use super::{grid_end, Flat, Leaf};
+use crate::sinks::record::digits::Rounded;
+use serde_json::ser::{CharEscape, Formatter};
+use std::io::{self, Write};
+
+/// `value`'s JSON with rounded floats (the bytes [`digits::to_vec`] writes)
+/// into `json`, and that text taken apart into `flat` (both cleared first).
+///
+/// [`digits::to_vec`]: crate::sinks::record::digits::to_vec
+pub fn write_flat<T: serde::Serialize>(value: &T, json: &mut Vec<u8>, flat: &mut Flat) -> bool {
+    json.clear();
+    flat.shape.clear();
+    flat.norms.clear();
+    flat.leaves.clear();
+    let mut f = FlatFormatter {
+        out: json,
+        flat,
+        norm: Vec::new(),
+        open: Vec::new(),
+        in_key: false,
+        key: 0..0,
+        string: 0,
+    };
+    // Everything goes to the formatter's own buffer, where it can see
+    // where each value starts and ends; serde's writer gets nothing.
+    let mut ser = serde_json::Serializer::with_formatter(io::sink(), &mut f);
+    value.serialize(&mut ser).is_ok() && f.open.is_empty()
+}
+
+/// What an open object member or array goes back to when it closes.
+enum Open {
+    /// The field path's length before the member's key.
+    Member(usize),
+    /// Where the array started, to take it back as one histogram value.
+    Array {
+        norm: usize,
+        out: usize,
+        shape: usize,
+        leaves: usize,
+        norms: usize,
+    },
+}
+
+struct FlatFormatter<'a> {
+    out: &'a mut Vec<u8>,
+    flat: &'a mut Flat,
+    /// The field path here: `/key` and `/#`, as the scan builds it.
+    norm: Vec<u8>,
+    open: Vec<Open>,
+    /// Between an object key's start and end (its text is no value).
+    in_key: bool,
+    /// Where the last object key is in `out`, quotes and all.
+    key: std::ops::Range<usize>,
+    /// Where the string value being written starts.
+    string: usize,
+}
+
+impl FlatFormatter<'_> {
+    /// A value ends here that started at `start`: a leaf of its field path.
+    fn leaf(&mut self, start: usize, hist: bool) {
+        let f = &mut *self.flat;
+        let norm = f.norms.len()..f.norms.len() + self.norm.len();
+        f.norms.extend_from_slice(&self.norm);
+        f.leaves.push(Leaf {
+            lit: start..self.out.len(),
+            norm,
+            hist,
+            col: 0,
+        });
+        f.shape.extend_from_slice(b"null");
+    }
+
+    /// A scalar written by `write`: a leaf, unless it is inside a key (an
+    /// integer map key is written between quotes).
+    fn scalar(&mut self, write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
+        let start = self.out.len();
+        write(&mut *self.out)?;
+        if !self.in_key {
+            self.leaf(start, false);
+        }
+        Ok(())
+    }
+
+    fn structural(&mut self, b: u8) {
+        self.out.push(b);
+        self.flat.shape.push(b);
+    }
+}
+
+macro_rules! scalars {
+    ($($name:ident: $t:ty),* $(,)?) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, _: &mut W, v: $t) -> io::Result<()> {
+            self.scalar(|out| Rounded.$name(out, v))
+        }
+    )*};
+}
+
+impl Formatter for &mut FlatFormatter<'_> {
+    scalars!(
+        write_bool: bool,
+        write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64, write_i128: i128,
+        write_u8: u8, write_u16: u16, write_u32: u32, write_u64: u64, write_u128: u128,
+        write_f32: f32, write_f64: f64,
+    );
+
+    fn write_null<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.scalar(|out| Rounded.write_null(out))
+    }
+
+    fn write_number_str<W: ?Sized + Write>(&mut self, _: &mut W, v: &str) -> io::Result<()> {
+        self.scalar(|out| Rounded.write_number_str(out, v))
+    }
+
+    fn write_raw_fragment<W: ?Sized + Write>(&mut self, _: &mut W, v: &str) -> io::Result<()> {
+        self.scalar(|out| Rounded.write_raw_fragment(out, v))
+    }
+
+    fn begin_string<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.string = self.out.len();
+        self.out.push(b'"');
+        Ok(())
+    }
+
+    fn end_string<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.out.push(b'"');
+        if !self.in_key {
+            self.leaf(self.string, false);
+        }
+        Ok(())
+    }
+
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, _: &mut W, s: &str) -> io::Result<()> {
+        self.out.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+
+    fn write_char_escape<W: ?Sized + Write>(&mut self, _: &mut W, e: CharEscape) -> io::Result<()> {
+        Rounded.write_char_escape(&mut *self.out, e)
+    }
+
+    fn begin_array<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.open.push(Open::Array {
+            norm: self.norm.len(),
+            out: self.out.len(),
+            shape: self.flat.shape.len(),
+            leaves: self.flat.leaves.len(),
+            norms: self.flat.norms.len(),
+        });
+        self.structural(b'[');
+        self.norm.extend_from_slice(b"/#");
+        Ok(())
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, _: &mut W, first: bool) -> io::Result<()> {
+        if !first {
+            self.structural(b',');
+        }
+        Ok(())
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        let Some(Open::Array {
+            norm,
+            out,
+            shape,
+            leaves,
+            norms,
+        }) = self.open.pop()
+        else {
+            return Err(io::Error::other("an array closed out of turn"));
+        };
+        self.norm.truncate(norm);
+        self.out.push(b']');
+        // A histogram on the grid is one value, not an array of pairs.
+        if grid_end(self.out, out) == Some(self.out.len()) {
+            self.flat.shape.truncate(shape);
+            self.flat.leaves.truncate(leaves);
+            self.flat.norms.truncate(norms);
+            self.leaf(out, true);
+        } else {
+            self.flat.shape.push(b']');
+        }
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.structural(b'{');
+        Ok(())
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, _: &mut W, first: bool) -> io::Result<()> {
+        if !first {
+            self.structural(b',');
+        }
+        self.in_key = true;
+        self.key.start = self.out.len();
+        Ok(())
+    }
+
+    fn end_object_key<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.in_key = false;
+        self.key.end = self.out.len();
+        self.flat
+            .shape
+            .extend_from_slice(&self.out[self.key.clone()]);
+        Ok(())
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.structural(b':');
+        self.open.push(Open::Member(self.norm.len()));
+        // The key as serde escaped it, without its quotes.
+        let key = &self.out[self.key.start + 1..self.key.end - 1];
+        self.norm.push(b'/');
+        self.norm.extend_from_slice(key);
+        Ok(())
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        match self.open.pop() {
+            Some(Open::Member(n)) => {
+                self.norm.truncate(n);
+                Ok(())
+            }
+            _ => Err(io::Error::other("a member closed out of turn")),
+        }
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.structural(b'}');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::flatten;
+    use super::*;
+    use crate::sinks::record::{digits, Reader};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// The one pass gives what the scan of `digits::to_vec`'s text gives.
+    fn same_as_the_scan<T: serde::Serialize>(v: &T) -> Result<(), TestCaseError> {
+        let text = digits::to_vec(v).unwrap();
+        let (mut json, mut flat) = (Vec::new(), Flat::default());
+        prop_assert!(write_flat(v, &mut json, &mut flat));
+        prop_assert_eq!(
+            String::from_utf8_lossy(&json),
+            String::from_utf8_lossy(&text)
+        );
+        prop_assert_eq!(Some(flat), flatten(&text));
+        Ok(())
+    }
+
+    #[test]
+    fn real_frames_come_apart_as_the_scan_takes_them() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        let mut frames = 0;
+        for v in 1..=4 {
+            let path = format!("{dir}/recording-v{v}.kitty");
+            let mut r = Reader::open(std::path::Path::new(&path)).unwrap();
+            for i in 0..r.index().len() {
+                same_as_the_scan(&r.frame(i).unwrap()).unwrap();
+                frames += 1;
+            }
+        }
+        assert!(frames > 20, "{frames} frames");
+    }
+
+    #[test]
+    fn every_kind_of_value_comes_apart_as_the_scan_takes_it() {
+        let hist = json!([[3.0, 2], [640.0, 1]]);
+        for v in [
+            json!({"h": hist, "e": [], "o": {}, "n": null, "s": "q\"\\\u{1}é"}),
+            json!([[hist], [hist, 1], [[1.0, 2]], [[3.0, 0]]]),
+            json!({"a": [{"b": [1, -2, 1.5e300, 1e-7, true]}, {"b": []}], "w/k": {"x~": 1}}),
+            json!({"h": [[3.0, 1], [3.0, 1]], "i": [[3, 1]]}),
+        ] {
+            same_as_the_scan(&v).unwrap();
+        }
+        // Integer map keys are written between quotes: no values.
+        let keyed: std::collections::BTreeMap<u32, f64> = [(7, 0.5), (11, 2.25)].into();
+        same_as_the_scan(&keyed).unwrap();
+        // Floats serde writes as null.
+        same_as_the_scan(&vec![f64::NAN, f64::INFINITY, 1.0]).unwrap();
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,6}".prop_map(Value::from),
+            // Histograms on the grid and near it.
+            proptest::collection::vec((0usize..40, 0u64..70), 0..5).prop_map(|b| {
+                let mut at = 0;
+                let pairs = b.into_iter().map(|(gap, n)| {
+                    at += gap;
+                    json!([crate::model::grid::bucket_bounds(at.min(255)).1, n])
+                });
+                Value::Array(pairs.collect())
+            }),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z/#\"]{0,3}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_comes_apart_as_the_scan_takes_it(v in value()) {
+            // Frames are objects; the scan takes no bare top-level scalar.
+            same_as_the_scan(&json!({ "v": v }))?;
+        }
+    }
+}
