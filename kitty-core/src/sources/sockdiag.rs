@@ -49,6 +49,8 @@ pub struct SockDiag {
 
 struct Ns {
     sock: Socket,
+    /// The receive buffer, kept: a fresh zeroed 64 KiB a call was 1.4 % of `record`.
+    rx: Vec<u8>,
     /// inode -> (family, id with cookie), from the last full dump.
     ids: HashMap<u64, (u8, SocketId)>,
     /// Wanted inodes the last dump did not have: not TCP (unix, udp) or listening.
@@ -63,6 +65,8 @@ struct Ns {
 const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// Requests per batch: the answers must fit the netlink receive buffer.
 const BATCH: usize = 64;
+/// The netlink receive buffer's size.
+const RX_BUF: usize = 64 * 1024;
 
 impl SockDiag {
     fn ns(&mut self, netns: u64, pid_dir: &Path) -> Result<&mut Ns> {
@@ -70,6 +74,7 @@ impl SockDiag {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(Ns {
                 sock: open_in_netns(pid_dir)?,
+                rx: vec![0u8; RX_BUF],
                 ids: HashMap::new(),
                 absent: Default::default(),
                 dumped_at: None,
@@ -83,7 +88,7 @@ impl SockDiag {
         let mut out = HashMap::new();
         let mut ids = HashMap::new();
         for family in [AF_INET, AF_INET6] {
-            if let Err(e) = dump_family(&mut ns.sock, family, &mut out, &mut ids) {
+            if let Err(e) = dump_family(&mut ns.sock, &mut ns.rx, family, &mut out, &mut ids) {
                 // A broken socket is reopened next tick.
                 self.by_netns.remove(&netns);
                 return Err(e);
@@ -128,7 +133,7 @@ impl SockDiag {
             .collect();
         let mut out = HashMap::new();
         for chunk in ids.chunks(BATCH) {
-            if let Err(e) = query_exact(&mut ns.sock, chunk, &mut out) {
+            if let Err(e) = query_exact(&mut ns.sock, &mut ns.rx, chunk, &mut out) {
                 self.by_netns.remove(&netns);
                 return Err(e);
             }
@@ -163,6 +168,7 @@ pub fn open_in_netns(pid_dir: &Path) -> Result<Socket> {
 
 fn dump_family(
     sock: &mut Socket,
+    rx: &mut [u8],
     family: u8,
     out: &mut HashMap<u64, SocketRaw>,
     ids: &mut HashMap<u64, (u8, SocketId)>,
@@ -176,7 +182,7 @@ fn dump_family(
     sock.send(&buf, 0)
         .map_err(|e| SockDiagError::Io("send", e))?;
 
-    receive(sock, |payload| match payload {
+    receive(sock, rx, |payload| match payload {
         NetlinkPayload::Done(_) => Some(Ok(())),
         NetlinkPayload::Error(e) => Some(Err(SockDiagError::Kernel(e.to_string()))),
         NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
@@ -193,9 +199,9 @@ fn dump_family(
 /// it is done (Some) or the socket fails.
 fn receive(
     sock: &mut Socket,
+    rx: &mut [u8],
     mut on: impl FnMut(NetlinkPayload<SockDiagMessage>) -> Option<Result<()>>,
 ) -> Result<()> {
-    let mut rx = vec![0u8; 64 * 1024];
     loop {
         let n = sock
             .recv(&mut &mut rx[..], 0)
@@ -260,6 +266,7 @@ fn request(family: u8, socket_id: SocketId, flags: u16, seq: u32) -> Vec<u8> {
 /// sendmsg for the batch, one answer (or an error for a closed socket) each.
 fn query_exact(
     sock: &mut Socket,
+    rx: &mut [u8],
     ids: &[(u8, SocketId)],
     out: &mut HashMap<u64, SocketRaw>,
 ) -> Result<()> {
@@ -270,7 +277,7 @@ fn query_exact(
     sock.send(&buf, 0)
         .map_err(|e| SockDiagError::Io("send", e))?;
     let mut answers = 0;
-    receive(sock, |payload| {
+    receive(sock, rx, |payload| {
         answers += 1;
         // An error answer means the socket closed since the dump.
         if let NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) = payload {
