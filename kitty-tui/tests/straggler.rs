@@ -285,7 +285,22 @@ fn two_launches_with_one_job_name_are_two_jobs() {
     });
     let snap = snapshot("2s", &[]);
     let ranks = ranks_of(&snap, "twin");
-    assert_eq!(ranks.len(), 6, "{snap:#}");
+    // Which pids are missing, and whether they still ran with their marker
+    // after the snapshot (a dead rank, or one discovery missed).
+    let missing: Vec<(u32, bool)> = a
+        .iter()
+        .chain(&b)
+        .filter(|p| !ranks.iter().any(|r| r["pid"] == **p))
+        .map(|p| {
+            let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+            (*p, String::from_utf8_lossy(&env).contains("KITTY_WATCH=1"))
+        })
+        .collect();
+    assert_eq!(
+        ranks.len(),
+        6,
+        "launch a {a:?}, b {b:?}; missing (pid, alive and marked) {missing:?}: {snap:#}"
+    );
     let id_of = |pid: u32| {
         ranks
             .iter()

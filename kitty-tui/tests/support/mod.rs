@@ -60,10 +60,13 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 
 /// A ring job of `n` demo ranks over loopback, labelled KITTY_WATCH=1,
 /// RANK and JOB_NAME (the demo's own launcher). `extra(rank)` adds per-rank
-/// arguments. Returns once every rank runs the rank code (exec done). The
-/// ports are picked free but another process can take one before a rank
-/// binds it: a rank that exits while starting makes the ring start again on
-/// new ports.
+/// arguments. Returns once every rank is in the ring (it listens, has
+/// connected to the next rank and accepted the previous one). The ports are
+/// picked free but another process can take one before a rank binds it (a
+/// starting ring's connect attempts take ephemeral ports): a rank that exits
+/// while starting makes the ring start again on new ports. Waiting for exec
+/// alone let such a rank die after this returned (one CI run saw half the
+/// ranks of two launches).
 pub fn start_ring(
     procs: &mut Procs,
     n: usize,
@@ -87,7 +90,9 @@ pub fn start_ring(
             if ring.iter_mut().any(|c| matches!(c.try_wait(), Ok(Some(_)))) {
                 return Some(false);
             }
-            pids.iter().all(|p| runs(*p, "demo-rank")).then_some(true)
+            pids.iter()
+                .all(|p| runs(*p, "demo-rank") && sockets(*p) >= 3)
+                .then_some(true)
         });
         match started {
             Some(true) => {
@@ -105,6 +110,19 @@ pub fn start_ring(
         }
     }
     panic!("the ring job {job} never started");
+}
+
+/// How many sockets the process holds (a ring rank: its listener, the
+/// next rank and the previous one, once it is in the ring).
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    })
 }
 
 fn runs(pid: u32, marker: &str) -> bool {
