@@ -64,9 +64,9 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 /// connected to the next rank and accepted the previous one). The ports are
 /// picked free but another process can take one before a rank binds it (a
 /// starting ring's connect attempts take ephemeral ports): a rank that exits
-/// while starting makes the ring start again on new ports. Waiting for exec
-/// alone let such a rank die after this returned (one CI run saw half the
-/// ranks of two launches).
+/// while starting makes the ring start again on new ports. A wait for exec
+/// alone could let such a rank die after this returned (the likeliest reason
+/// one CI run saw one launch of two).
 pub fn start_ring(
     procs: &mut Procs,
     n: usize,
@@ -91,7 +91,7 @@ pub fn start_ring(
                 return Some(false);
             }
             pids.iter()
-                .all(|p| runs(*p, "demo-rank") && sockets(*p) >= 3)
+                .all(|p| runs(*p, "demo-rank") && socket_inodes(*p).len() >= 3)
                 .then_some(true)
         });
         match started {
@@ -112,16 +112,14 @@ pub fn start_ring(
     panic!("the ring job {job} never started");
 }
 
-/// How many sockets the process holds (a ring rank: its listener, the
-/// next rank and the previous one, once it is in the ring).
-fn sockets(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+/// The inodes of the sockets a process holds (a ring rank in its ring:
+/// its listener, the next rank and the previous one).
+fn socket_inodes(pid: u32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(Vec::new(), |d| {
         d.flatten()
-            .filter(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-            .count()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter_map(|l| kitty_core::sources::process::parse_socket_link(l.to_str()?))
+            .collect()
     })
 }
 
@@ -406,19 +404,7 @@ pub fn events_of(
 /// `connect` is done), reading its own namespace's table.
 pub fn wait_established(pids: &[u32]) {
     let established = |pid: u32| -> bool {
-        let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| std::fs::read_link(e.path()).ok())
-                    .filter_map(|l| {
-                        l.to_str()?
-                            .strip_prefix("socket:[")?
-                            .strip_suffix(']')
-                            .map(str::to_string)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let inodes = socket_inodes(pid);
         ["tcp", "tcp6"].iter().any(|t| {
             std::fs::read_to_string(format!("/proc/{pid}/net/{t}"))
                 .unwrap_or_default()
@@ -426,7 +412,9 @@ pub fn wait_established(pids: &[u32]) {
                 .skip(1)
                 .any(|l| {
                     let f: Vec<&str> = l.split_whitespace().collect();
-                    f.len() > 9 && f[3] == "01" && inodes.iter().any(|i| i == f[9])
+                    f.len() > 9
+                        && f[3] == "01"
+                        && f[9].parse().is_ok_and(|i: u64| inodes.contains(&i))
                 })
         })
     };
