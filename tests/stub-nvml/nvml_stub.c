@@ -6,9 +6,18 @@
  *   count, driver, gpu.N.{name,util,mem_util,mem_total,mem_used,power_mw,
  *   energy_mj,temp,sm_clock,sm_clock_max,mem_clock,mem_clock_max,throttle,
  *   pcie_rx_kb,pcie_tx_kb,pcie_gen,pcie_width,ecc_sbe,ecc_dbe,lost,hang_ms,
- *   pids,proc_util,nvlinks,nvlink_crc,nvlink_tx_kib,nvlink_rx_kib,uuid,bus_id}
+ *   pids,proc_util,nvlinks,nvlink_crc,nvlink_tx_kib,nvlink_rx_kib,uuid,bus_id,
+ *   gpm,sm_active,sm_occupancy,tensor_active,dram_bw,pcie_tx_mib,pcie_rx_mib,
+ *   fields,pcie_tx_step,pcie_rx_step}
  *   pids = "pid:bytes,pid:bytes"   proc_util = "pid:sm%,pid:sm%"
  *   xid.seq, xid.gpu, xid.code   (a new seq delivers one XID event)
+ *   gpm=1 makes a GPU answer GPM (Hopper's metrics) with the four values
+ *   above (and PCIe MiB/s where pcie_*_mib are set); the samples alive are
+ *   counted in "$KITTY_NVML_STUB.gpm_live".
+ *   fields=1 makes a GPU answer the field values of total energy and of the
+ *   PCIe byte counters, which grow by pcie_*_step every read.
+ *   The slow calls (max clocks, PCIe throughput, energy) are counted per GPU
+ *   in "$KITTY_NVML_STUB.calls", a "name.gpu count" line each.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +28,7 @@
 typedef int nvmlReturn_t;
 typedef void *nvmlDevice_t;
 typedef void *nvmlEventSet_t;
-enum { OK = 0, INVALID_ARG = 2, NOT_SUPPORTED = 3, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, GPU_LOST = 15 };
+enum { OK = 0, INVALID_ARG = 2, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, GPU_LOST = 15 };
 
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
@@ -64,6 +73,27 @@ static long long gnum(unsigned int i, const char *field, long long def) {
     char key[128];
     snprintf(key, sizeof key, "gpu.%u.%s", i, field);
     return num(key, def);
+}
+
+/* Counts a call of a slow NVML function on GPU i, for the tests. */
+static void count_call(const char *name, unsigned int i) {
+    static char names[64][48];
+    static long counts[64];
+    static int used;
+    char key[48], path[4096];
+    int k;
+    snprintf(key, sizeof key, "%s.%u", name, i);
+    for (k = 0; k < used && strcmp(names[k], key); k++) {}
+    if (k == used) {
+        if (used == 64) return;
+        snprintf(names[used++], sizeof names[0], "%s", key);
+    }
+    counts[k]++;
+    snprintf(path, sizeof path, "%s.calls", getenv("KITTY_NVML_STUB"));
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    for (int j = 0; j < used; j++) fprintf(f, "%s %ld\n", names[j], counts[j]);
+    fclose(f);
 }
 
 static nvmlDevice_t handle(unsigned int i) { return (nvmlDevice_t)(uintptr_t)(i + 1); }
@@ -160,6 +190,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) { DEV(d); *mw = (unsigned int)gnum(i, "power_mw", 600000); return OK; }
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *mj) {
     DEV(d);
+    count_call("energy", i);
     *mj = (unsigned long long)gnum(i, "energy_mj", 1000000);
     return OK;
 }
@@ -171,6 +202,7 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
 }
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
     DEV(d);
+    count_call("max_clock", i);
     *mhz = (unsigned int)(type == 2 ? gnum(i, "mem_clock_max", 2619) : gnum(i, "sm_clock_max", 1980));
     return OK;
 }
@@ -181,6 +213,7 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned 
 }
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, unsigned int *kb) {
     DEV(d);
+    count_call("pcie_throughput", i);
     *kb = (unsigned int)(counter == 1 ? gnum(i, "pcie_rx_kb", 1000) : gnum(i, "pcie_tx_kb", 2000));
     return OK;
 }
@@ -218,8 +251,64 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
     *count = n;
     return OK;
 }
-nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *s) { DEV(d); s->isSupportedDevice = 0; return OK; }
-nvmlReturn_t nvmlGpmSampleFree(void *s) { (void)s; return OK; }
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *s) { DEV(d); s->isSupportedDevice = (unsigned int)gnum(i, "gpm", 0); return OK; }
+
+/* A GPM sample: which GPU, and the how-manieth sample of it. */
+typedef struct { unsigned int gpu; unsigned long long seq; } stub_gpm_sample;
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    char *shortName, *longName, *unit;
+} nvmlGpmMetric_t;
+typedef struct {
+    unsigned int version, numMetrics;
+    stub_gpm_sample *sample1, *sample2;
+    nvmlGpmMetric_t metrics[210];
+} nvmlGpmMetricsGet_t;
+static long gpm_live;
+static unsigned long long gpm_seq;
+static void gpm_note(long delta) {
+    char path[4096];
+    gpm_live += delta;
+    snprintf(path, sizeof path, "%s.gpm_live", getenv("KITTY_NVML_STUB"));
+    FILE *f = fopen(path, "w");
+    if (f) { fprintf(f, "%ld\n", gpm_live); fclose(f); }
+}
+nvmlReturn_t nvmlGpmSampleAlloc(stub_gpm_sample **s) {
+    *s = calloc(1, sizeof **s);
+    if (!*s) return 999;
+    gpm_note(1);
+    return OK;
+}
+nvmlReturn_t nvmlGpmSampleFree(stub_gpm_sample *s) { if (s) { free(s); gpm_note(-1); } return OK; }
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, stub_gpm_sample *s) {
+    DEV(d);
+    if (!gnum(i, "gpm", 0)) return NOT_SUPPORTED;
+    s->gpu = i;
+    s->seq = ++gpm_seq;
+    return OK;
+}
+/* Like NVML, the metrics need two samples of one GPU taken in order. */
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
+    if (!m->sample1 || !m->sample2 || m->sample1->gpu != m->sample2->gpu
+        || m->sample1->seq >= m->sample2->seq || m->numMetrics > 210)
+        return INVALID_ARG;
+    unsigned int i = m->sample1->gpu;
+    for (unsigned int k = 0; k < m->numMetrics; k++) {
+        unsigned int id = m->metrics[k].metricId;
+        const char *field = id == 2 ? "sm_active"
+            : id == 3 ? "sm_occupancy"
+            : id == 5 ? "tensor_active"
+            : id == 10 ? "dram_bw"
+            : id == 20 ? "pcie_tx_mib"
+            : id == 21 ? "pcie_rx_mib" : NULL;
+        if (field && (id == 20 || id == 21) && gnum(i, field, -1) < 0) field = NULL;
+        m->metrics[k].nvmlReturn = field ? OK : NOT_SUPPORTED;
+        m->metrics[k].value = field ? (double)gnum(i, field, 0) : 0;
+    }
+    return OK;
+}
 
 static unsigned long long delivered;
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) { *set = (nvmlEventSet_t)(uintptr_t)0x5e7; return OK; }
@@ -257,7 +346,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
         list[n].timeStamp = 1000 + n;
         n++;
     }
-    if (out == NULL || *count < n) { *count = n; return n ? INSUFFICIENT_SIZE : OK; }
+    if (n == 0) return NOT_FOUND; /* no process ran since `since` */
+    if (out == NULL || *count < n) { *count = n; return INSUFFICIENT_SIZE; }
     memcpy(out, list, n * sizeof list[0]);
     *count = n;
     return OK;
@@ -280,8 +370,20 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
     for (int k = 0; k < count; k++) {
         values[k].valueType = 3;
         values[k].nvmlReturn = OK;
-        if (values[k].fieldId == 138) values[k].value = (unsigned long long)gnum(i, "nvlink_tx_kib", 0);
-        else if (values[k].fieldId == 139) values[k].value = (unsigned long long)gnum(i, "nvlink_rx_kib", 0);
+        unsigned int id = values[k].fieldId;
+        int fields = gnum(i, "fields", 0) != 0;
+        if (id == 138) values[k].value = (unsigned long long)gnum(i, "nvlink_tx_kib", 0);
+        else if (id == 139) values[k].value = (unsigned long long)gnum(i, "nvlink_rx_kib", 0);
+        else if (id == 83 && fields) {
+            count_call("energy_field", i);
+            values[k].value = (unsigned long long)gnum(i, "energy_mj", 1000000);
+        }
+        else if ((id == 197 || id == 198) && fields && i < 64) {
+            static unsigned long long reads[2][64];
+            int rx = id == 198;
+            reads[rx][i]++;
+            values[k].value = reads[rx][i] * (unsigned long long)gnum(i, rx ? "pcie_rx_step" : "pcie_tx_step", 0);
+        }
         else values[k].nvmlReturn = NOT_SUPPORTED;
     }
     return OK;

@@ -3,7 +3,8 @@
 //! host's name. In a container with its own UTS namespace the host name
 //! seen by kitty is the pod's, so kitty reads the name of the UTS namespace
 //! of the host's init process (`<proc>/1/ns/uts`) from a short-lived thread
-//! that joins it (root with CAP_SYS_ADMIN); without that, its own.
+//! that joins it (root with CAP_SYS_ADMIN); without that, its own. And the
+//! running kernel's release (shared by every container on the node).
 
 use std::path::Path;
 
@@ -24,6 +25,13 @@ pub fn node_name(proc_root: &Path) -> String {
         })
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// The running kernel's release (`uname -r`), sanitised; empty if unreadable.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| crate::model::Text::new(s.trim()).to_string())
+        .unwrap_or_default()
 }
 
 /// The host name of init's UTS namespace, when it is not ours.

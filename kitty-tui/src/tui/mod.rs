@@ -57,11 +57,7 @@ fn app(interval: std::time::Duration) -> Result<App, TuiError> {
         a.set_message(w);
     }
     a.set_color(std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
-    a.set_kernel(
-        std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-    );
+    a.set_kernel(kitty_core::sources::node::kernel_release());
     Ok(a)
 }
 
@@ -133,6 +129,15 @@ pub fn run_replay(
     let interval = std::time::Duration::from_millis(reader.header().interval_ms.max(1));
     let mut app = app(interval)?;
     app.set_utc(utc);
+    // The recording's kernel, not this machine's (unknown before format 5.1).
+    app.set_kernel(
+        reader
+            .header()
+            .kernel
+            .as_ref()
+            .map(|k| k.to_string())
+            .unwrap_or_default(),
+    );
     let mut app = app.with_replay(ReplayState::new(reader));
     if let Some(at) = at {
         // A time that cannot be read is a usage error, before the screen.

@@ -390,6 +390,31 @@ fn gpu_panes_show_badges_and_ranks() {
     insta::assert_snapshot!("gpu_detail", detail);
 }
 
+/// The GPU views over a recording of a real H200 (2 ranks on GPU 0, at its
+/// power cap; kitty-core's fixture, taken by `scripts/gpu-check.sh`).
+#[test]
+fn gpu_views_of_a_real_h200() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kitty-core/tests/fixtures/recording-v5-h200.kitty");
+    let mut reader = kitty_core::sinks::record::Reader::open(&path).unwrap();
+    let (frames, _) = reader.read_all();
+    let mut app = app_with(frames.into_iter().take(12));
+    let main = render(&app, 160, 45);
+    assert!(main.contains("GPU0") && main.contains("r0,1"), "{main}");
+    insta::assert_snapshot!("gpu_h200_main", main);
+    app.show(View::Gpus);
+    let detail = render(&app, 160, 45);
+    assert!(
+        detail.contains("GPU0 NVIDIA H200  ranks 0,1  SW_POWER_CAP"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("SM active") && detail.contains("tensor"),
+        "{detail}"
+    );
+    insta::assert_snapshot!("gpu_h200_detail", detail);
+}
+
 fn sample_profile() -> kitty_core::profile::Profile {
     use kitty_core::profile::{Profile, StackSample};
     let s = |tid: u32, thread: &str, frames: &[&str], count| StackSample {

@@ -59,7 +59,9 @@ pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PRED
 /// changes against the one before. 2: delta frames against keyframes. 1:
 /// every frame on its own.
 pub const MAJOR: u16 = 5;
-pub const MINOR: u16 = 0;
+/// 5.1: the header also names the kernel the recording was taken on (a 5.0
+/// reader ignores it; a 5.0 file replays without it).
+pub const MINOR: u16 = 1;
 /// A keyframe every this many frames (16 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes (20 ms in the seek
 /// bench). 16 frames made a recording 7 % larger; 64 another 4 %
@@ -85,10 +87,13 @@ pub struct Header {
     pub host: crate::model::Text,
     pub interval_ms: u64,
     pub start_wall_ns: u64,
+    /// The recording node's kernel release (format 5.1; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<crate::model::Text>,
 }
 
 impl Header {
-    /// The header of a recording starting now on this node.
+    /// The header of a recording starting now on this node (and its kernel).
     pub fn now(host: &str, interval: std::time::Duration) -> Header {
         Header {
             kitty_version: crate::KITTY_VERSION.into(),
@@ -96,6 +101,9 @@ impl Header {
             host: crate::model::Text::new(host),
             interval_ms: interval.as_millis() as u64,
             start_wall_ns: crate::model::time::wall_ns(),
+            kernel: Some(crate::sources::node::kernel_release())
+                .filter(|k| !k.is_empty())
+                .map(|k| crate::model::Text::new(&k)),
         }
     }
 }

@@ -49,6 +49,7 @@ fn header() -> Header {
         host: "n".into(),
         interval_ms: 500,
         start_wall_ns: 1,
+        kernel: Some("6.18.44-test".into()),
     }
 }
 
@@ -291,12 +292,48 @@ fn read_whole(path: &std::path::Path) -> (Reader, Vec<Frame>) {
     (r, frames)
 }
 
+/// A recording of a real 2-rank job on an H200 (format 5.0, taken by
+/// `scripts/gpu-check.sh` on a lent GPU machine): every frame replays with
+/// the GPU as NVML gave it, GPM included, and both ranks on GPU 0.
+#[test]
+fn a_recording_from_a_real_h200_replays() {
+    let (r, frames) = read_whole(&fixture("recording-v5-h200.kitty"));
+    assert_eq!(
+        r.header().kernel,
+        None,
+        "format 5.0 did not name the kernel"
+    );
+    assert_eq!(frames.len(), 40);
+    for f in &frames {
+        assert_eq!(f.gpus.len(), 1);
+        assert_eq!(f.gpus[0].name.as_str(), "NVIDIA H200");
+        let job: Vec<_> = f
+            .ranks
+            .iter()
+            .filter(|r| r.labels.job.as_deref() == Some("gpu-check"))
+            .collect();
+        assert_eq!(job.len(), 2);
+        assert!(job.iter().all(|r| r.gpu == Some(0)));
+    }
+    let last = &frames.last().unwrap().gpus[0].signals;
+    for s in [
+        Sig::SmActivePct,
+        Sig::TensorActivePct,
+        Sig::PcieRxBytesPerS,
+        Sig::EnergyW,
+    ] {
+        assert!(last.get(s).is_some_and(|v| v > 0.0), "{s:?}: {last:?}");
+    }
+    assert_eq!(last.get(Sig::SmClockMaxMhz), Some(1980.0));
+}
+
 /// A recording made by kitty 0.1 (format 1.0, frame version 1, signals as
 /// free strings) before typed signals: it still replays, every frame.
 #[test]
 fn a_version_1_recording_still_replays() {
     let (r, frames) = read_whole(&fixture("recording-v1.kitty"));
     assert_eq!(r.header().frame_version, 1);
+    assert_eq!(r.header().kernel, None, "headers name the kernel from 5.1");
     assert_eq!(frames.len(), 13);
     for f in &frames {
         assert_eq!(fixture_ranks(f), 3);

@@ -7,7 +7,10 @@
 //! snapshot, so a slow or hung NVML call marks the GPUs stale instead of
 //! freezing kitty.
 
+mod counters;
+mod gpm;
 mod poll;
+mod proc_util;
 mod xid;
 
 use super::Enricher;

@@ -1,18 +1,24 @@
 //! The NVML poller thread: every interval, reads each GPU (utilization,
 //! memory, power and energy, clocks, PCIe, ECC, retired pages, throttle
 //! reasons, compute processes, NVLink, GPM) into the shared snapshot.
+//!
+//! What never changes (name, UUID, NUMA node, maximum clocks) is read once
+//! per GPU; the counters (`counters`) and GPM (`gpm`) are read the cheap way.
 
+use super::counters::CounterState;
+use super::proc_util::ProcUtil;
 use super::{
     decode_throttle, init, unavailable_reason, Shared, Snapshot, SLOWING_REASONS, XID_WINDOW,
 };
 use crate::model::rates::rate;
 use crate::model::{GpuFrame, GpuStatus, Sig, Signals, SourceStatus, Text};
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+    Clock, EccCounter, MemoryError, RetirementCause, TemperatureSensor,
 };
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::Nvml;
+use nvml_wrapper::gpm::GpmSample;
+use nvml_wrapper::{Device, Nvml};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +45,8 @@ pub(super) fn poll_loop(
         .name("kitty-nvml-xid".into())
         .spawn(move || super::xid::xid_loop(&n2, &s2));
     let mut state = PollState::default();
+    // GPM samples borrow the library handle, so they live here, not in PollState.
+    let mut gpm_prev: HashMap<u32, GpmSample<'_>> = HashMap::new();
     loop {
         let t0 = Instant::now();
         let mut snap = Snapshot {
@@ -55,12 +63,20 @@ pub(super) fn poll_loop(
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 for i in 0..n {
-                    let g = read_gpu(&nvml, i, &mut state, &xids, &mut snap.pid_gpu, &sys);
+                    let g = read_gpu(
+                        &nvml,
+                        i,
+                        &mut state,
+                        &mut gpm_prev,
+                        &xids,
+                        &mut snap.pid_gpu,
+                        &sys,
+                    );
                     snap.gpus.push(g);
                 }
             }
         }
-        snap.proc_sm_util = state.proc_sm_util.clone();
+        snap.proc_sm_util = state.proc_util.all();
         snap.at = Some(Instant::now());
         *shared.snap.lock().unwrap_or_else(|e| e.into_inner()) = snap;
         let spent = t0.elapsed();
@@ -73,7 +89,7 @@ pub(super) fn poll_loop(
 }
 
 /// A cumulative counter and when it was read, for a rate at the next read.
-type Reading = (Instant, u64);
+pub(super) type Reading = (Instant, u64);
 
 /// What the poller keeps between polls.
 #[derive(Default)]
@@ -83,25 +99,25 @@ struct PollState {
     uuids: HashMap<u32, Text>,
     /// NUMA nodes of the GPUs' PCI devices, read once per GPU.
     numa: HashMap<u32, Option<u32>>,
-    energy_prev: HashMap<u32, Reading>,
+    /// Maximum SM and memory clocks, read once per GPU (1.3 ms a call on an H200).
+    max_clocks: HashMap<u32, (u32, u32)>,
+    counters: CounterState,
     /// NVLink throughput counters (KiB) per GPU: tx, rx.
     nvlink_prev: HashMap<u32, (Reading, Reading)>,
-    /// Last process-utilization sample timestamp per GPU.
-    util_seen: HashMap<u32, u64>,
-    /// host pid -> SM utilization of its last sample.
-    proc_sm_util: HashMap<u32, f64>,
+    proc_util: ProcUtil,
 }
 
 /// A rate from a new reading of a cumulative counter.
-fn rate_since(prev: Option<Reading>, now: Reading) -> Option<f64> {
+pub(super) fn rate_since(prev: Option<Reading>, now: Reading) -> Option<f64> {
     let (t, v) = prev?;
     rate(v, now.1, now.0.duration_since(t).as_secs_f64())
 }
 
-fn read_gpu(
-    nvml: &Nvml,
+fn read_gpu<'n>(
+    nvml: &'n Nvml,
     i: u32,
     st: &mut PollState,
+    gpm_prev: &mut HashMap<u32, GpmSample<'n>>,
     xids: &VecDeque<(Instant, u32, u64)>,
     pid_gpu: &mut HashMap<u32, u32>,
     sys: &std::path::Path,
@@ -172,26 +188,8 @@ fn read_gpu(
     );
     put(Sig::SmClockMhz, dev.clock_info(Clock::SM).map(|c| c as f64));
     put(
-        Sig::SmClockMaxMhz,
-        dev.max_clock_info(Clock::SM).map(|c| c as f64),
-    );
-    put(
         Sig::MemClockMhz,
         dev.clock_info(Clock::Memory).map(|c| c as f64),
-    );
-    put(
-        Sig::MemClockMaxMhz,
-        dev.max_clock_info(Clock::Memory).map(|c| c as f64),
-    );
-    put(
-        Sig::PcieRxBytesPerS,
-        dev.pcie_throughput(PcieUtilCounter::Receive)
-            .map(|kb| kb as f64 * 1024.0),
-    );
-    put(
-        Sig::PcieTxBytesPerS,
-        dev.pcie_throughput(PcieUtilCounter::Send)
-            .map(|kb| kb as f64 * 1024.0),
     );
     put(Sig::PcieGen, dev.current_pcie_link_gen().map(|v| v as f64));
     put(
@@ -208,14 +206,11 @@ fn read_gpu(
         dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
             .map(|v| v as f64),
     );
-    if let Ok(mj) = dev.total_energy_consumption() {
-        let now = (Instant::now(), mj);
-        sig.set_opt(
-            Sig::EnergyW,
-            rate_since(st.energy_prev.insert(i, now), now).map(|mj_s| mj_s / 1000.0),
-        );
-        sig.set(Sig::EnergyJ, mj as f64 / 1000.0);
+    if let Some((sm, mem)) = max_clocks(&dev, i, &mut st.max_clocks) {
+        sig.set(Sig::SmClockMaxMhz, sm as f64);
+        sig.set(Sig::MemClockMaxMhz, mem as f64);
     }
+    let pcie_counted = super::counters::read(&dev, i, &mut st.counters, &mut sig);
     for (k, v) in got {
         match v {
             Ok(v) => {
@@ -255,18 +250,14 @@ fn read_gpu(
         Err(_) => {}
     }
     nvlink(&dev, i, &mut st.nvlink_prev, &mut sig);
-    match dev.process_utilization_stats(st.util_seen.get(&i).copied()) {
-        Ok(samples) => {
-            for p in &samples {
-                let seen = st.util_seen.get(&i).copied().unwrap_or(0);
-                st.util_seen.insert(i, p.timestamp.max(seen));
-                st.proc_sm_util.insert(p.pid, p.sm_util as f64);
-            }
-        }
-        Err(NvmlError::GpuLost) => lost = true,
-        Err(_) => {}
+    let gpm_pending = super::gpm::read(nvml, &dev, i, gpm_prev, &mut sig);
+    if !pcie_counted && !gpm_pending {
+        super::counters::legacy_pcie(&dev, i, &mut st.counters, &mut sig);
     }
-    gpm(nvml, &dev, &mut sig);
+    let on_gpu: Vec<u32> = g.processes.iter().map(|(pid, _)| *pid).collect();
+    if st.proc_util.read(&dev, i, &on_gpu).is_err() {
+        lost = true;
+    }
     let window_start = Instant::now().checked_sub(XID_WINDOW);
     let recent: Vec<u64> = xids
         .iter()
@@ -281,6 +272,19 @@ fn read_gpu(
     }
     g.signals = sig;
     g
+}
+
+/// The maximum clocks (SM, memory) of GPU `i`: asked once, kept.
+fn max_clocks(dev: &Device, i: u32, kept: &mut HashMap<u32, (u32, u32)>) -> Option<(u32, u32)> {
+    if let Some(c) = kept.get(&i) {
+        return Some(*c);
+    }
+    let c = (
+        dev.max_clock_info(Clock::SM).ok()?,
+        dev.max_clock_info(Clock::Memory).ok()?,
+    );
+    kept.insert(i, c);
+    Some(c)
 }
 
 fn clone_err(e: &NvmlError) -> NvmlError {
@@ -299,7 +303,6 @@ fn nvlink(
     sig: &mut Signals,
 ) {
     use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
-    use nvml_wrapper::enums::device::SampleValue;
     use nvml_wrapper::structs::device::FieldId;
     const MAX_LINKS: u32 = 18;
     let (mut active, mut crc, mut replay, mut recovery) = (0u32, 0u64, 0u64, 0u64);
@@ -323,19 +326,13 @@ fn nvlink(
     sig.set(Sig::NvlinkCrcErrors, crc as f64);
     sig.set(Sig::NvlinkReplayErrors, replay as f64);
     sig.set(Sig::NvlinkRecoveryErrors, recovery as f64);
-    let as_u64 = |v: &Result<SampleValue, NvmlError>| match v {
-        Ok(SampleValue::U64(x)) => Some(*x),
-        Ok(SampleValue::U32(x)) => Some(*x as u64),
-        Ok(SampleValue::I64(x)) => Some(*x as u64),
-        _ => None,
-    };
     let Ok(vals) = dev.field_values_for(&[FieldId(138), FieldId(139)]) else {
         return;
     };
     let get = |k: usize| {
         vals.get(k)
             .and_then(|r| r.as_ref().ok())
-            .and_then(|s| as_u64(&s.value))
+            .and_then(|s| super::counters::as_u64(&s.value))
     };
     if let (Some(tx), Some(rx)) = (get(0), get(1)) {
         let now = Instant::now();
@@ -350,31 +347,5 @@ fn nvlink(
             Sig::NvlinkRxBytesPerS,
             kib(rate_since(before.map(|b| b.1), rx)),
         );
-    }
-}
-
-/// GPM (Hopper and newer): SM activity, occupancy, tensor and DRAM
-/// utilization over the poll interval, without DCGM.
-fn gpm(nvml: &Nvml, dev: &nvml_wrapper::Device, sig: &mut Signals) {
-    use nvml_wrapper::enums::gpm::GpmMetricId;
-    if !dev.gpm_support().unwrap_or(false) {
-        return;
-    }
-    let Ok(a) = dev.gpm_sample() else { return };
-    std::thread::sleep(Duration::from_millis(100));
-    let Ok(b) = dev.gpm_sample() else { return };
-    let metrics = [
-        (GpmMetricId::SmUtil, Sig::SmActivePct),
-        (GpmMetricId::SmOccupancy, Sig::SmOccupancyPct),
-        (GpmMetricId::AnyTensorUtil, Sig::TensorActivePct),
-        (GpmMetricId::DramBwUtil, Sig::DramBwUtilPct),
-    ];
-    let ids: Vec<GpmMetricId> = metrics.iter().map(|m| m.0).collect();
-    if let Ok(results) = nvml_wrapper::gpm::gpm_metrics_get(nvml, &a, &b, &ids) {
-        for (r, (_, s)) in results.into_iter().zip(metrics) {
-            if let Ok(r) = r {
-                sig.set(s, r.value);
-            }
-        }
     }
 }

@@ -85,11 +85,10 @@ pub fn draw(f: &mut Frame, area: Rect, cx: &Ctx) {
     if !jobs_s.is_empty() {
         l1.push(Span::raw(format!("job {} │ ", jobs_s.join(", "))));
     }
-    l1.push(Span::raw(format!(
-        "every {} ms │ kernel {}",
-        fr.interval_ms,
-        app.kernel()
-    )));
+    l1.push(Span::raw(match app.kernel() {
+        "" => format!("every {} ms", fr.interval_ms),
+        k => format!("every {} ms │ kernel {k}", fr.interval_ms),
+    }));
     let mut l2: Vec<Span> = vec![Span::raw(" sources: ")];
     for (name, st) in fr.sources.iter() {
         if st.is_ok() {
