@@ -82,19 +82,39 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     if !ring_beside_a_hog(&mut procs, 4, "runq", 8) {
         return;
     }
-    let snap = snapshot("6s", &[]);
-    let ranks = ranks_of(&snap, "runq");
-    let p99 = |r: u64| {
-        let rank = ranks.iter().find(|x| x["rank"] == r).expect("rank");
-        signal(rank, "runq_p99_us")
+    // Each rank's p99 over every tick of the last 4 s, from a recording:
+    // one tick's p99 on the peers' shared CPU can catch a passing burst of
+    // other work (a CI run once saw 3.1 ms there against the usual 0.4).
+    let path = std::env::temp_dir().join(format!("kitty-runq-{}.kitty", std::process::id()));
+    record(&path, "6s");
+    let (frames, _) = kitty_core::sinks::record::Reader::open(&path)
+        .unwrap()
+        .read_all();
+    let _ = std::fs::remove_file(&path);
+    let t_end = frames.last().unwrap().mono_ns;
+    let p99 = |rank: u32| {
+        median(
+            frames
+                .iter()
+                .filter(|f| t_end - f.mono_ns <= 4_000_000_000)
+                .flat_map(|f| f.ranks.iter())
+                .filter(|r| r.labels.job.as_deref() == Some("runq") && r.labels.rank == Some(rank))
+                .filter_map(|r| r.signal(kitty_core::model::Sig::RunqP99Us))
+                .collect(),
+        )
     };
     let peers: Vec<f64> = [0, 2, 3].iter().map(|r| p99(*r)).collect();
-    eprintln!("run-queue p99: rank 1 {:.0} us, peers {peers:?}", p99(1));
+    eprintln!(
+        "run-queue p99 (median of 4 s): rank 1 {:.0} us, peers {peers:?}",
+        p99(1)
+    );
     assert!(
         p99(1) >= 10.0 * median(peers.clone()),
         "{} vs {peers:?}",
         p99(1)
     );
+    let snap = snapshot("4s", &[]);
+    let ranks = ranks_of(&snap, "runq");
     let rank1 = ranks.iter().find(|x| x["rank"] == 1).unwrap();
     assert!(rank1["signals"]["runq_p50_us"].as_f64().is_some());
     let verdicts = snap["verdicts"].as_array().unwrap();
