@@ -88,31 +88,22 @@ fn cpu_contention_flags_the_pinned_rank_and_healthy_job_stays_quiet() {
         .spawn()
         .unwrap();
     let hog_pid = procs.push(hog);
-    // Record, so that the comparison uses every tick of the last 4 s rather
-    // than one 500 ms interval (peers share the other CPU: one tick is noisy).
-    let path = std::env::temp_dir().join(format!("kitty-contended-{}.kitty", std::process::id()));
-    record(&path, "6s");
-    let (frames, _) = kitty_core::sinks::record::Reader::open(&path)
-        .unwrap()
-        .read_all();
-    let _ = std::fs::remove_file(&path);
-    let t_end = frames.last().unwrap().mono_ns;
-    let per_rank = |want_straggler: bool| -> f64 {
-        median(
-            frames
-                .iter()
-                .filter(|f| t_end - f.mono_ns <= 4_000_000_000)
-                .flat_map(|f| f.ranks.iter())
-                .filter(|r| r.labels.job.as_deref() == Some("contended"))
-                .filter(|r| (r.labels.rank == Some(straggler as u32)) == want_straggler)
-                .filter_map(|r| r.signal(kitty_core::model::Sig::RunDelayMsPerS))
-                .collect(),
-        )
-    };
-    let (v, peers) = (per_rank(true), per_rank(false));
+    // Each rank's median over the ticks of the last 4 s rather than one
+    // 500 ms interval (peers share the other CPU: one tick is noisy).
+    let m = recorded_medians("contended", kitty_core::model::Sig::RunDelayMsPerS, "6s", 4);
+    let v = m[&(straggler as u32)];
+    let peers = median(
+        m.iter()
+            .filter(|(r, _)| **r != straggler as u32)
+            .map(|(_, v)| *v)
+            .collect(),
+    );
     eprintln!("contended rank {v:.1} ms/s vs peers median {peers:.1} ms/s (last 4 s)");
+    // The three peers share one CPU on a 2-CPU machine, so their own wait
+    // grows with the machine's speed: 420-455 ms/s against 37-48 on one VM
+    // of this kind (9-12x). The verdict below asks for 3x; this asks 5x.
     assert!(
-        v >= 10.0 * peers,
+        v >= 5.0 * peers,
         "straggler {v} ms/s vs peers' median {peers}"
     );
     let snap = snapshot("4s", &[]);

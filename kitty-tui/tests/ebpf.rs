@@ -82,27 +82,11 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
     if !ring_beside_a_hog(&mut procs, 4, "runq", 8) {
         return;
     }
-    // Each rank's p99 over every tick of the last 4 s, from a recording:
-    // one tick's p99 on the peers' shared CPU can catch a passing burst of
-    // other work (a CI run once saw 3.1 ms there against the usual 0.4).
-    let path = std::env::temp_dir().join(format!("kitty-runq-{}.kitty", std::process::id()));
-    record(&path, "6s");
-    let (frames, _) = kitty_core::sinks::record::Reader::open(&path)
-        .unwrap()
-        .read_all();
-    let _ = std::fs::remove_file(&path);
-    let t_end = frames.last().unwrap().mono_ns;
-    let p99 = |rank: u32| {
-        median(
-            frames
-                .iter()
-                .filter(|f| t_end - f.mono_ns <= 4_000_000_000)
-                .flat_map(|f| f.ranks.iter())
-                .filter(|r| r.labels.job.as_deref() == Some("runq") && r.labels.rank == Some(rank))
-                .filter_map(|r| r.signal(kitty_core::model::Sig::RunqP99Us))
-                .collect(),
-        )
-    };
+    // Each rank's p99 over the ticks of the last 4 s: one tick's p99 on the
+    // peers' shared CPU once caught a burst of other work on CI (3.1 ms
+    // against the usual 0.4-0.6).
+    let m = recorded_medians("runq", kitty_core::model::Sig::RunqP99Us, "6s", 4);
+    let p99 = |rank: u32| m[&rank];
     let peers: Vec<f64> = [0, 2, 3].iter().map(|r| p99(*r)).collect();
     eprintln!(
         "run-queue p99 (median of 4 s): rank 1 {:.0} us, peers {peers:?}",

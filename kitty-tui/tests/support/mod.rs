@@ -311,6 +311,41 @@ pub fn record(file: impl AsRef<std::path::Path>, duration: &str) {
     );
 }
 
+/// Records for `duration`, then gives each rank of `job` (by rank number)
+/// the median of `sig` over the ticks of the last `window_s` seconds: one
+/// tick's value on a shared CPU can catch a passing burst of other work, a
+/// median over several ticks does not.
+pub fn recorded_medians(
+    job: &str,
+    sig: kitty_core::model::Sig,
+    duration: &str,
+    window_s: u64,
+) -> std::collections::BTreeMap<u32, f64> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("medians.kitty");
+    record(&path, duration);
+    let (frames, _) = kitty_core::sinks::record::Reader::open(&path)
+        .unwrap()
+        .read_all();
+    let t_end = frames.last().expect("frames").mono_ns;
+    let mut per_rank: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+    for f in frames
+        .iter()
+        .filter(|f| t_end - f.mono_ns <= window_s * 1_000_000_000)
+    {
+        for r in f
+            .ranks
+            .iter()
+            .filter(|r| r.labels.job.as_deref() == Some(job))
+        {
+            if let (Some(rank), Some(v)) = (r.labels.rank, r.signal(sig)) {
+                per_rank.entry(rank).or_default().push(v);
+            }
+        }
+    }
+    per_rank.into_iter().map(|(r, v)| (r, median(v))).collect()
+}
+
 /// `kitty-tui record` in the background; the test reads the recording as it
 /// grows (frames are flushed as written) to wait on what kitty saw.
 pub struct LiveRecord {
