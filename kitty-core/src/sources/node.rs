@@ -27,11 +27,12 @@ pub fn node_name(proc_root: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The running kernel's release (`uname -r`), sanitised; empty if unreadable.
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| crate::model::Text::new(s.trim()).to_string())
-        .unwrap_or_default()
+/// The running kernel's release (`uname -r`), sanitised; None if unreadable.
+pub fn kernel_release() -> Option<crate::model::Text> {
+    let s = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    Some(s.trim())
+        .filter(|s| !s.is_empty())
+        .map(crate::model::Text::new)
 }
 
 /// The host name of init's UTS namespace, when it is not ours.

@@ -57,7 +57,11 @@ fn app(interval: std::time::Duration) -> Result<App, TuiError> {
         a.set_message(w);
     }
     a.set_color(std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
-    a.set_kernel(kitty_core::sources::node::kernel_release());
+    a.set_kernel(
+        kitty_core::sources::node::kernel_release()
+            .map(|k| k.to_string())
+            .unwrap_or_default(),
+    );
     Ok(a)
 }
 

@@ -101,9 +101,7 @@ impl Header {
             host: crate::model::Text::new(host),
             interval_ms: interval.as_millis() as u64,
             start_wall_ns: crate::model::time::wall_ns(),
-            kernel: Some(crate::sources::node::kernel_release())
-                .filter(|k| !k.is_empty())
-                .map(|k| crate::model::Text::new(&k)),
+            kernel: crate::sources::node::kernel_release(),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! [`ENERGY_EVERY`]. A slow reading is held in between, so its signal never
 //! goes absent.
 
+use super::held::Held;
 use super::poll::{rate_since, Reading};
 use crate::model::{Sig, Signals};
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
@@ -46,11 +47,11 @@ pub(super) fn as_u64(v: &Result<SampleValue, NvmlError>) -> Option<u64> {
 #[derive(Default)]
 pub(super) struct CounterState {
     /// The last energy reading (mJ), and the mean power (W) since the one before.
-    energy: HashMap<u32, (Reading, Option<f64>)>,
+    energy: Held<(Reading, Option<f64>)>,
     /// PCIe byte counters: tx, rx.
     pcie_prev: HashMap<u32, (Reading, Reading)>,
-    /// The last throughput call: when, rx and tx bytes per second.
-    legacy_pcie: HashMap<u32, (Instant, Option<f64>, Option<f64>)>,
+    /// The last throughput call: rx and tx bytes per second.
+    legacy_pcie: Held<(Option<f64>, Option<f64>)>,
 }
 
 /// Energy (J and W) and, where the counters exist, PCIe rates of GPU `i`.
@@ -74,33 +75,22 @@ pub(super) fn read(dev: &Device, i: u32, st: &mut CounterState, sig: &mut Signal
     true
 }
 
-/// The energy counter (its field value, else its own call) when due, and
-/// the mean power since its last reading; held between readings.
+/// The energy counter (its field value, else its own call) every
+/// [`ENERGY_EVERY`], and the mean power since its last reading.
 fn energy(dev: &Device, i: u32, st: &mut CounterState, sig: &mut Signals) {
-    let due = st
-        .energy
-        .get(&i)
-        .is_none_or(|((t, _), _)| t.elapsed() >= ENERGY_EVERY);
-    if due {
+    let held = st.energy.get(i, ENERGY_EVERY, |last| {
         let field = dev
             .field_values_for(&[FieldId(FI_TOTAL_ENERGY)])
             .ok()
             .and_then(|v| v.into_iter().next()?.ok())
             .and_then(|v| as_u64(&v.value));
-        match field.or_else(|| dev.total_energy_consumption().ok()) {
-            Some(mj) => {
-                let reading = (Instant::now(), mj);
-                let before = st.energy.get(&i).map(|(r, _)| *r);
-                let watts = rate_since(before, reading).map(|mj_s| mj_s / 1000.0);
-                st.energy.insert(i, (reading, watts));
-            }
-            // A counter that stopped answering is absent, not held.
-            None => {
-                st.energy.remove(&i);
-            }
-        }
-    }
-    if let Some(((_, mj), watts)) = st.energy.get(&i) {
+        // A counter that stopped answering is absent, not held.
+        let mj = field.or_else(|| dev.total_energy_consumption().ok())?;
+        let reading = (Instant::now(), mj);
+        let watts = rate_since(last.map(|(r, _)| *r), reading).map(|mj_s| mj_s / 1000.0);
+        Some((reading, watts))
+    });
+    if let Some(((_, mj), watts)) = held {
         sig.set(Sig::EnergyJ, *mj as f64 / 1000.0);
         sig.set_opt(Sig::EnergyW, *watts);
     }
@@ -112,16 +102,11 @@ pub(super) fn legacy_pcie(dev: &Device, i: u32, st: &mut CounterState, sig: &mut
     if sig.get(Sig::PcieRxBytesPerS).is_some() || sig.get(Sig::PcieTxBytesPerS).is_some() {
         return;
     }
-    let due = st
-        .legacy_pcie
-        .get(&i)
-        .is_none_or(|(t, ..)| t.elapsed() >= LEGACY_PCIE_EVERY);
-    if due {
+    let held = st.legacy_pcie.get(i, LEGACY_PCIE_EVERY, |_| {
         let kib = |c| dev.pcie_throughput(c).ok().map(|kb| kb as f64 * 1024.0);
-        let (rx, tx) = (kib(PcieUtilCounter::Receive), kib(PcieUtilCounter::Send));
-        st.legacy_pcie.insert(i, (Instant::now(), rx, tx));
-    }
-    if let Some((_, rx, tx)) = st.legacy_pcie.get(&i) {
+        Some((kib(PcieUtilCounter::Receive), kib(PcieUtilCounter::Send)))
+    });
+    if let Some((rx, tx)) = held {
         sig.set_opt(Sig::PcieRxBytesPerS, *rx);
         sig.set_opt(Sig::PcieTxBytesPerS, *tx);
     }

@@ -9,6 +9,7 @@
 
 mod counters;
 mod gpm;
+mod held;
 mod poll;
 mod proc_util;
 mod xid;
