@@ -44,10 +44,17 @@ pub struct Encoder {
     /// `prev_json`), and this frame's (in its JSON).
     prev_vals: Vec<Vec<Range<usize>>>,
     cur_vals: Vec<Vec<Range<usize>>>,
-    /// Per column, this frame's tokens.
+    /// Per column, this frame's tokens, and whether each of them was
+    /// "the same as before".
     cols: Vec<Vec<u8>>,
+    unchanged: Vec<bool>,
     /// The columns this frame wrote to, in the order it first did.
     touched: Vec<usize>,
+    /// Those columns in the order a body lists them (by field path, as the
+    /// reader sorts the shape's paths), and the columns that order is of
+    /// (it is sorted again only when they change).
+    order: Vec<usize>,
+    order_of: Vec<usize>,
 }
 
 impl Encoder {
@@ -75,6 +82,7 @@ impl Encoder {
                     self.ids.insert(name.to_vec(), self.names.len());
                     self.names.push(name.to_vec());
                     self.cols.push(Vec::new());
+                    self.unchanged.push(true);
                     self.prev_vals.push(Vec::new());
                     self.cur_vals.push(Vec::new());
                     self.names.len() - 1
@@ -153,34 +161,57 @@ impl Encoder {
             let out = &mut self.cols[leaf.col];
             if out.is_empty() {
                 self.touched.push(leaf.col);
+                self.unchanged[leaf.col] = true;
             } else {
                 out.push(b',');
             }
-            write_token(out, &json[leaf.lit.clone()], leaf.hist, before);
+            let kept = write_token(out, &json[leaf.lit.clone()], leaf.hist, before);
+            self.unchanged[leaf.col] &= kept;
             self.cur_vals[leaf.col].push(leaf.lit.clone());
         }
-        let mut body = Vec::with_capacity(json.len() / 2);
+        if self.order_of != self.touched {
+            self.order_of.clone_from(&self.touched);
+            self.order.clone_from(&self.touched);
+            let names = &self.names;
+            self.order.sort_by_cached_key(|&id| unescaped(&names[id]));
+        }
+        let mut body = Vec::with_capacity(json.len() / 4);
         body.push(b'[');
         // The shape only when it changed: null is "the one before".
         body.extend_from_slice(if same { b"null" } else { &cur.shape });
-        body.extend_from_slice(b",{");
-        for (n, &id) in self.touched.iter().enumerate() {
+        body.extend_from_slice(b",[");
+        for (n, &id) in self.order.iter().enumerate() {
             if n > 0 {
                 body.push(b',');
             }
-            // Names are built from keys as serde escaped them: still valid
-            // inside a JSON string, and they read back as the keys.
-            body.push(b'"');
-            body.extend_from_slice(&self.names[id]);
-            body.extend_from_slice(b"\":[");
-            body.extend_from_slice(&self.cols[id]);
-            body.push(b']');
+            // A column whose every value is the one before is one token.
+            if self.unchanged[id] {
+                body.push(b'0');
+            } else {
+                body.push(b'[');
+                body.extend_from_slice(&self.cols[id]);
+                body.push(b']');
+            }
         }
-        body.extend_from_slice(b"}]");
+        body.extend_from_slice(b"]]");
         std::mem::swap(&mut self.prev_vals, &mut self.cur_vals);
         (self.cur, self.prev) = (prev, cur);
         body
     }
+}
+
+/// A column's field path as the reader has it (keys unescaped): the order
+/// a body lists its columns in.
+fn unescaped(name: &[u8]) -> String {
+    if !name.contains(&b'\\') {
+        return String::from_utf8_lossy(name).into_owned();
+    }
+    let mut quoted = Vec::with_capacity(name.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(name);
+    quoted.push(b'"');
+    // Names are keys as serde escaped them: they read back.
+    serde_json::from_slice(&quoted).unwrap_or_else(|_| String::from_utf8_lossy(name).into_owned())
 }
 
 /// A hasher for field paths (short byte strings, hashed a word at a time;
@@ -211,19 +242,20 @@ impl Words {
     }
 }
 
-/// One value as its token: "the same" (`[]`), an integer's difference
-/// (`[d]`, where shorter than the number), a dense histogram, or itself.
-fn write_token(out: &mut Vec<u8>, lit: &[u8], hist: bool, before: Option<&[u8]>) {
+/// One value as its token: "the same" (`[]`, then true), an integer's
+/// difference (`[d]`, where shorter than the number), a dense histogram,
+/// or itself.
+fn write_token(out: &mut Vec<u8>, lit: &[u8], hist: bool, before: Option<&[u8]>) -> bool {
     use std::io::Write;
     if before == Some(lit) {
         out.extend_from_slice(b"[]");
-        return;
+        return true;
     }
     if let (Some(c), Some(p)) = (int_text(lit), before.and_then(int_text)) {
         if let Ok(d) = i64::try_from(c - p) {
             if decimal_len(d) < lit.len() {
                 let _ = write!(out, "[{d}]");
-                return;
+                return false;
             }
         }
     }
@@ -247,9 +279,10 @@ fn write_token(out: &mut Vec<u8>, lit: &[u8], hist: bool, before: Option<&[u8]>)
             next = Some(i + 1);
         });
         out.extend_from_slice(b"\"]}");
-        return;
+        return false;
     }
     out.extend_from_slice(lit);
+    false
 }
 
 fn decimal_len(d: i64) -> usize {
@@ -581,6 +614,10 @@ pub fn columns_of(shape: &Value, value: &Value) -> Result<Columns, String> {
 
 /// What a delta body gives, against the frame before it (its columns and
 /// shape): the frame, its shape and its columns.
+///
+/// Its columns are a list in the order of the shape's field paths (format
+/// 6: a column whose every value is the one before as `0`), or a map by
+/// field path (formats 3 to 5).
 pub fn decode(
     body: &[u8],
     prev: &Columns,
@@ -593,27 +630,82 @@ pub fn decode(
     if parts.len() != 2 {
         return Err("delta body: not a [shape, columns] pair".into());
     }
-    let Value::Object(cols) = parts.pop().expect("two") else {
-        return Err("delta body: columns are not a map".into());
-    };
+    let cols = parts.pop().expect("two");
     let shape = match parts.pop().expect("two") {
         Value::Null => prev_shape.clone(),
         s => s,
     };
-    let mut cursor = Cursor {
-        tokens: cols
+    let list = |c: Value| match c {
+        Value::Array(a) => Ok(Tokens::List(a.into_iter())),
+        _ => Err("delta body: a column is not a list".to_string()),
+    };
+    let tokens = match cols {
+        Value::Object(cols) => cols
             .into_iter()
-            .map(|(name, c)| match c {
-                Value::Array(a) => Ok((name, a.into_iter())),
-                _ => Err("delta body: a column is not a list".to_string()),
-            })
-            .collect::<Result<_, _>>()?,
+            .map(|(name, c)| Ok((name, list(c)?)))
+            .collect::<Result<_, String>>()?,
+        Value::Array(cols) => {
+            let mut paths = std::collections::BTreeSet::new();
+            leaf_paths(&shape, &mut String::new(), &mut paths);
+            if paths.len() != cols.len() {
+                return Err(format!(
+                    "delta body: {} columns for {} field paths",
+                    cols.len(),
+                    paths.len()
+                ));
+            }
+            paths
+                .into_iter()
+                .zip(cols)
+                .map(|(name, c)| match c {
+                    Value::Number(n) if n.as_u64() == Some(0) => Ok((name, Tokens::Unchanged)),
+                    c => Ok((name, list(c)?)),
+                })
+                .collect::<Result<_, String>>()?
+        }
+        _ => return Err("delta body: columns are neither a list nor a map".into()),
+    };
+    let mut cursor = Cursor {
+        tokens,
         prev,
         out: Columns::new(),
     };
     let mut path = String::new();
     let frame = fill(&shape, &mut path, &mut cursor)?;
     Ok((frame, shape, cursor.out))
+}
+
+/// The field paths of a shape's values (the names of its columns).
+fn leaf_paths(shape: &Value, path: &mut String, out: &mut std::collections::BTreeSet<String>) {
+    match shape {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let at = path.len();
+                path.push('/');
+                path.push_str(k);
+                leaf_paths(x, path, out);
+                path.truncate(at);
+            }
+        }
+        Value::Array(a) => {
+            let at = path.len();
+            path.push_str("/#");
+            a.iter().for_each(|x| leaf_paths(x, path, out));
+            path.truncate(at);
+        }
+        _ => {
+            if !out.contains(path.as_str()) {
+                out.insert(path.clone());
+            }
+        }
+    }
+}
+
+/// A column's tokens in a body.
+enum Tokens {
+    List(std::vec::IntoIter<Value>),
+    /// Every value the one before.
+    Unchanged,
 }
 
 fn as_int(v: &Value) -> Option<i128> {
@@ -666,7 +758,7 @@ fn count_digits(mut text: &[u8]) -> Option<Vec<u64>> {
 /// A body being read: its tokens by column, the frame before's values,
 /// and this frame's, as they are resolved.
 struct Cursor<'a> {
-    tokens: HashMap<String, std::vec::IntoIter<Value>>,
+    tokens: HashMap<String, Tokens>,
     prev: &'a Columns,
     out: Columns,
 }
@@ -674,11 +766,12 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     /// The next value of the column at `path`.
     fn next(&mut self, path: &str) -> Result<Value, String> {
-        let token = self
-            .tokens
-            .get_mut(path)
-            .and_then(|c| c.next())
-            .ok_or_else(|| format!("delta body: column {path} ends early"))?;
+        let token = match self.tokens.get_mut(path) {
+            Some(Tokens::List(c)) => c.next(),
+            Some(Tokens::Unchanged) => Some(Value::Array(Vec::new())),
+            None => None,
+        }
+        .ok_or_else(|| format!("delta body: column {path} ends early"))?;
         let done = self.out.get(path).map_or(0, Vec::len);
         let before = self.prev.get(path).and_then(|c| c.get(done));
         let v = resolve(token, before, path)?;
@@ -767,6 +860,37 @@ mod tests {
         String::from_utf8(body).unwrap()
     }
 
+    /// The paths of `frame`'s columns, in the order a body lists them.
+    fn paths_of(frame: &Value) -> Vec<String> {
+        let sh = shape(&serde_json::to_vec(frame).unwrap()).unwrap();
+        let mut paths = std::collections::BTreeSet::new();
+        leaf_paths(&sh, &mut String::new(), &mut paths);
+        paths.into_iter().collect()
+    }
+
+    fn column_count(frame: &Value) -> usize {
+        paths_of(frame).len()
+    }
+
+    /// The column at `path` in a body of `frame`.
+    fn column_of(body: &str, frame: &Value, path: &str) -> Value {
+        let v: Value = serde_json::from_str(body).unwrap();
+        let at = paths_of(frame).iter().position(|p| p == path).unwrap();
+        v[1][at].clone()
+    }
+
+    /// Columns are listed by their field paths as the reader has them: keys
+    /// that serde escapes sort as their text, not as their escapes (`x"`
+    /// before `xA`, though `x\"` comes after it).
+    #[test]
+    fn escaped_keys_keep_their_columns_apart() {
+        let a = json!({"x\"": 1, "xA": 2, "x\\": [3, 4], "x\n": "n"});
+        let b = json!({"x\"": 5, "xA": 2, "x\\": [3, 7], "x\n": "m"});
+        round_trip(&b, &a);
+        round_trip(&a, &b);
+        assert_eq!(paths_of(&a), ["/x\n", "/x\"", "/xA", "/x\\/#"]);
+    }
+
     /// A run of frames as a recording holds them: a keyframe, then each
     /// frame against the one before, read back the same way.
     #[test]
@@ -819,7 +943,8 @@ mod tests {
         assert!(text.contains("[11000]"), "{text}");
         let dense = format!(r#"{{"h":[2,"2{}1"]}}"#, "0".repeat(54));
         assert!(text.contains(&dense), "{text}");
-        assert!(text.contains(r#""/ranks/#/pid":[[],[]]"#), "{text}");
+        // A column of values all as before is one token.
+        assert_eq!(column_of(&text, &cur, "/ranks/#/pid"), json!(0), "{text}");
         // Counts past one character's.
         let big = frame(1, 1.0, json!([[3.0, 62], [4.0, 61], [9.0, 123456]]), false);
         let text = round_trip(&big, &prev);
@@ -830,7 +955,9 @@ mod tests {
         round_trip(&prev, &grown);
         // A frame against itself is all "the same"; against an empty one,
         // all itself.
-        assert!(round_trip(&cur, &cur).len() < text.len());
+        let itself = round_trip(&cur, &cur);
+        let zeros = vec!["0"; column_count(&cur)].join(",");
+        assert_eq!(itself, format!("[null,[{zeros}]]"));
         round_trip(&cur, &json!({}));
     }
 
@@ -848,7 +975,8 @@ mod tests {
             assert!(grid_end(&text, 0).is_none(), "{h}");
             let body = round_trip(&json!({ "h": h }), &json!({"h": [[3.0, 2]]}));
             // Its pairs went as ordinary values, not as a dense token.
-            assert!(body.contains(r#""/h/#/#""#), "{body}");
+            let pairs = column_of(&body, &json!({ "h": h }), "/h/#/#");
+            assert!(pairs.is_array(), "{body}");
         }
     }
 
@@ -863,6 +991,18 @@ mod tests {
         assert_eq!(
             decode(reuse, &prev, &no_shape).unwrap().0,
             json!({"a": 3, "b": [1, 7]})
+        );
+        // Format 6: the columns as a list, by field path; 0 for a column
+        // of values as before.
+        let listed: &[u8] = br#"[null,[[3],[[],[5]]]]"#;
+        assert_eq!(
+            decode(listed, &prev, &no_shape).unwrap().0,
+            json!({"a": 3, "b": [1, 7]})
+        );
+        let kept: &[u8] = br#"[null,[0,[[],[5]]]]"#;
+        assert_eq!(
+            decode(kept, &prev, &no_shape).unwrap().0,
+            json!({"a": 1, "b": [1, 7]})
         );
         // A shape that does not fit the values it is read with.
         assert!(columns_of(&no_shape, &json!({"a": 1})).is_err());
@@ -884,6 +1024,12 @@ mod tests {
             br#"[{"a":null},{"/a":[[1,2]]}]"#,
             br#"[{"a":5},{}]"#,
             br#"[{"b":[null,null,null]},{"/b/#":[[],[],[]]}]"#,
+            br#"[{"a":null},[1]]"#,
+            br#"[{"a":null},[[],[]]]"#,
+            br#"[{"z":null},[0]]"#,
+            br#"[{"b":[null,null,null]},[0]]"#,
+            br#"[null,[0]]"#,
+            br#"[{"a":null},"x"]"#,
         ] {
             assert!(
                 decode(body, &prev, &no_shape).is_err(),

@@ -7,12 +7,14 @@
 //! record := magic len:u32le mono_ns:u64le wall_ns:u64le crc:u32le payload[len]
 //!           crc covers mono_ns, wall_ns and the payload
 //! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame))
-//!         | "KFR4"   (formats 4, 5) payload = zstd(columns(Frame with
+//!         | "KFR4"   (formats 4 to 6) payload = zstd(columns(Frame with
 //!                    the values the reader recomputes marked, previous
 //!                    such Frame)), the previous record's uncompressed
 //!                    payload as the dictionary; format 5 also leaves out
 //!                    the ranks' latency percentiles and writes histograms
-//!                    a character a bucket
+//!                    a character a bucket; format 6 lists the columns by
+//!                    the order of their field paths instead of by name,
+//!                    a column with nothing changed as one `0`
 //!         | "KFR3"   (format 3, read only) the same with every rate kept
 //!         | "KFR2"   (format 2, read only) payload = zstd(json(Frame))
 //!                    with the JSON of the last keyframe as the dictionary
@@ -27,8 +29,8 @@
 //! that the rank's own histogram gives. A file cut by a crash replays up
 //! to its last whole frame.
 //! Seeking reads only the 28-byte record heads, never the payloads. A
-//! reader refuses a newer major version; format 1 (keyframes only), 2, 3
-//! and 4 files still replay.
+//! reader refuses a newer major version; format 1 (keyframes only), 2 to
+//! 5 files still replay.
 
 mod columns;
 pub mod digits;
@@ -54,14 +56,16 @@ pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
 pub const PREDICTED_MAGIC: &[u8; 4] = b"KFR4";
 /// Every record magic a reader knows.
 pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PREDICTED_MAGIC];
+/// 6: as 5, a delta's columns listed in the order of their field paths
+/// (no names) and a column of values all as before written as `0`.
 /// 5: as 4, a rank's latency percentiles also left out (recomputed from
 /// its histograms). 4: as 3, the recomputable rates left out. 3: frames as
 /// changes against the one before. 2: delta frames against keyframes. 1:
 /// every frame on its own.
-pub const MAJOR: u16 = 5;
-/// 5.1: the header also names the kernel the recording was taken on (a 5.0
-/// reader ignores it; a 5.0 file replays without it).
-pub const MINOR: u16 = 1;
+pub const MAJOR: u16 = 6;
+/// 6.0 (and 5.1): the header also names the kernel the recording was
+/// taken on (a 5.0 file replays without it).
+pub const MINOR: u16 = 0;
 /// A keyframe every this many frames (16 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes (20 ms in the seek
 /// bench). 16 frames made a recording 7 % larger; 64 another 4 %

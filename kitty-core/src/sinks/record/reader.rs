@@ -1,6 +1,6 @@
 //! Reads recordings: builds an index from record heads alone (seekable
 //! without decompressing), tolerates truncation and garbage, and verifies
-//! each frame's checksum when it is read; a format 3 to 5 frame is decoded
+//! each frame's checksum when it is read; a format 3 to 6 frame is decoded
 //! from the one before it, back to its keyframe (the values formats 4 and
 //! 5 leave out then recomputed; the last frame decoded is kept, so a
 //! replay decodes each record once); a format 2 delta against its keyframe.
@@ -21,12 +21,12 @@ pub struct IndexEntry {
     pub crc: u32,
     /// For a delta frame, the index of the last keyframe before it; None
     /// for a keyframe, and for a delta with no keyframe before it (or, in
-    /// formats 3 to 5, with damage between it and its keyframe).
+    /// formats 3 to 6, with damage between it and its keyframe).
     pub base: Option<usize>,
     pub key: bool,
-    /// A format 3 to 5 delta: decoded against the frame just before it.
+    /// A format 3 to 6 delta: decoded against the frame just before it.
     pub chained: bool,
-    /// A format 4 or 5 delta: its left-out values recomputed once decoded.
+    /// A format 4 to 6 delta: its left-out values recomputed once decoded.
     pub predicted: bool,
 }
 
@@ -46,14 +46,14 @@ pub struct Reader {
     /// The last keyframe decoded (its index and a decompressor with its
     /// JSON as the dictionary): a replay reads its deltas in turn.
     key_cache: Option<(usize, zstd::bulk::Decompressor<'static>)>,
-    /// The last frame decoded on a format 3 to 5 chain.
+    /// The last frame decoded on a format 3 to 6 chain.
     chain: Option<Decoded>,
 }
 
-/// A frame of a format 3 to 5 chain, as the next one is decoded against it.
+/// A frame of a format 3 to 6 chain, as the next one is decoded against it.
 struct Decoded {
     index: usize,
-    /// The frame (a format 4 or 5 delta's left-out values put back).
+    /// The frame (a format 4 to 6 delta's left-out values put back).
     frame: Frame,
     shape: serde_json::Value,
     /// Its values by column: what the next frame's are paired with.
@@ -117,7 +117,7 @@ impl Reader {
         let mut head = [0u8; RECORD_HEAD];
         // The keyframe the next delta frames are compressed against.
         let mut last_key: Option<usize> = None;
-        // The keyframe the next format 3 to 5 frame's chain starts from: none
+        // The keyframe the next format 3 to 6 frame's chain starts from: none
         // once damage was skipped since (a frame of the chain is gone).
         let mut chain_key: Option<usize> = None;
         while off < file_len {
@@ -301,7 +301,7 @@ impl Reader {
         serde_json::from_slice(&json).map_err(|err| corrupt(format!("decode: {err}")))
     }
 
-    /// Decodes frame `i` of a format 3 to 5 file into `chain`: from the last
+    /// Decodes frame `i` of a format 3 to 6 file into `chain`: from the last
     /// frame decoded when that is on the way, else from its keyframe.
     fn decode_chain(&mut self, i: usize) -> Result<(), String> {
         let e = self.index[i];

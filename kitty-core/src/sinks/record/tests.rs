@@ -368,17 +368,18 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     let keys = 20usize.div_ceil(KEY_EVERY as usize);
     assert_eq!(r5.index().iter().filter(|e| e.predicted).count(), 20 - keys);
     assert_eq!(back, frames);
-    // Smaller than formats 2, 3 and 4 made them.
+    // Smaller than formats 2 to 5 made them.
     let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
-    let [v2, v3, v4, v5] = [
+    let [v2, v3, v4, v5, v6] = [
         size(&p),
         size(&fixture("recording-v3.kitty")),
         size(&fixture("recording-v4.kitty")),
+        size(&fixture("recording-v5.kitty")),
         size(&again),
     ];
     assert!(
-        v5 < v4 && v4 < v3 && v3 < v2,
-        "format 5: {v5} B, 4: {v4} B, 3: {v3} B, 2: {v2} B"
+        v6 < v5 && v5 < v4 && v4 < v3 && v3 < v2,
+        "format 6: {v6} B, 5: {v5} B, 4: {v4} B, 3: {v3} B, 2: {v2} B"
     );
 }
 
@@ -399,6 +400,16 @@ fn a_format_3_recording_still_replays() {
 fn a_format_4_recording_still_replays() {
     let (r, frames) = read_whole(&fixture("recording-v4.kitty"));
     assert_eq!(r.index().iter().filter(|e| e.predicted).count(), 18);
+    let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
+    assert_eq!(frames, v2);
+}
+
+/// The same 20 frames as written by the kitty before format 6 (format
+/// 5.1: columns by name in each delta): they replay, the same frames.
+#[test]
+fn a_format_5_recording_still_replays() {
+    let (r, frames) = read_whole(&fixture("recording-v5.kitty"));
+    assert_eq!(r.index().iter().filter(|e| e.predicted).count(), 19);
     let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
     assert_eq!(frames, v2);
 }
