@@ -1,11 +1,12 @@
 //! A BPF iterator program's link, read once per tick: the task iterator
-//! (every watched thread) and a map iterator (`iter/bpf_map_elem`, bound to
-//! one map: the whole map in one `read()` instead of two `bpf()` calls per
-//! entry). aya 0.14's `Iter::attach` makes links without a target map and
-//! hands out one iterator file per link, so this module makes the link with
-//! the raw `bpf()` syscall (`BPF_LINK_CREATE`, with the map's fd as iterator
-//! info when there is one) and opens an iterator on it per read
-//! (`BPF_ITER_CREATE`, which aya has no call for).
+//! (the threads of one watched process, or every task of the node) and a
+//! map iterator (`iter/bpf_map_elem`, bound to one map: the whole map in
+//! one `read()` instead of two `bpf()` calls per entry). aya 0.14's
+//! `Iter::attach` makes links without a target and hands out one iterator
+//! file per link, so this module makes the link with the raw `bpf()`
+//! syscall (`BPF_LINK_CREATE`, with the map's fd or the process's pid as
+//! iterator info) and opens an iterator on it per read (`BPF_ITER_CREATE`,
+//! which aya has no call for).
 
 use crate::load::ProbeError;
 use std::fs::File;
@@ -37,6 +38,18 @@ fn bpf_fd(cmd: libc::c_long, attr: &mut [u64; 16]) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// What an iterator link walks.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// Everything of its kind: every task of the node.
+    All,
+    /// One map's entries (`iter/bpf_map_elem`).
+    Map(BorrowedFd<'a>),
+    /// The threads of one process (`iter/task`, Linux 6.1+: its pid as
+    /// kitty's pid namespace numbers it; an older kernel refuses the link).
+    Process(u32),
+}
+
 /// A loaded iterator program's link (to one map, for a map iterator).
 pub struct IterLink {
     link: OwnedFd,
@@ -44,17 +57,22 @@ pub struct IterLink {
 }
 
 impl IterLink {
-    /// Links the loaded iterator program, to `map` for `iter/bpf_map_elem`.
-    pub fn new(prog: BorrowedFd<'_>, map: Option<BorrowedFd<'_>>) -> Result<IterLink, ProbeError> {
-        // union bpf_iter_link_info: { map: { map_fd } }, 16 bytes.
+    /// Links the loaded iterator program to what it walks.
+    pub fn new(prog: BorrowedFd<'_>, target: Target<'_>) -> Result<IterLink, ProbeError> {
+        // union bpf_iter_link_info: { map: { map_fd } } or
+        // { task: { tid, pid, pid_fd } }, 16 bytes.
         let mut info = [0u32; 4];
         let mut attr = [0u64; 16];
         // link_create: prog_fd, target_fd (0 for iterators), attach_type,
         // flags, then iter_info (a pointer) and iter_info_len.
         attr[0] = prog.as_raw_fd() as u32 as u64;
         attr[1] = BPF_TRACE_ITER as u64;
-        if let Some(map) = map {
-            info[0] = map.as_raw_fd() as u32;
+        match target {
+            Target::All => {}
+            Target::Map(map) => info[0] = map.as_raw_fd() as u32,
+            Target::Process(pid) => info[1] = pid,
+        }
+        if !matches!(target, Target::All) {
             attr[2] = info.as_ptr() as u64;
             attr[3] = std::mem::size_of_val(&info) as u64;
         }

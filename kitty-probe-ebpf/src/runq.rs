@@ -4,7 +4,7 @@
 //! reads the charges back per rank, as a share of the rank's wait.
 
 use crate::hist::{Hist, RawHist};
-use crate::iter_link::IterLink;
+use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
 use crate::map_batch::MapBatch;
 use crate::watched::SlotFilter;
@@ -79,7 +79,7 @@ fn culprit_iter(ebpf: &mut Ebpf, data: &MapData) -> Result<IterLink, ProbeError>
         .map_err(|e| load::reason(&e))?;
     let prog = p.fd().map_err(|e| load::reason(&e))?;
     use std::os::fd::AsFd;
-    IterLink::new(prog.as_fd(), Some(data.fd().as_fd()))
+    IterLink::new(prog.as_fd(), Target::Map(data.fd().as_fd()))
 }
 
 /// How a culprit is shown: its comm and container.

@@ -69,7 +69,7 @@ fn iterator_and_procfs_agree_on_a_live_process() {
 
     let own = std::process::id();
     let mut it = TaskIter::start().expect("the task iterator loads here");
-    assert_eq!(it.strategy(), "iter/task");
+    assert_eq!(it.strategy(), "iter/task per process");
     let rows = it.read(&[own].into_iter().collect()).unwrap();
     let procfs = read_process(Path::new("/proc/self"), 4096, Reuse::default()).unwrap();
 
@@ -243,4 +243,64 @@ fn the_rows_say_where_a_process_is_and_when_it_moves() {
     let _ = std::fs::remove_dir(&dir);
     assert_ne!(moved.cgroups, before.cgroups, "moved to {}", dir.display());
     assert_eq!(moved.netns, before.netns);
+}
+
+/// The walk of each watched process (Linux 6.1+) and the walk of every
+/// task (older kernels) give the same rows; a watched process that exits,
+/// or a pid nobody has, gives none and no error.
+#[test]
+fn the_walk_per_process_and_the_walk_of_every_task_agree() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    // Sleepers: their counters hold still while both walks read them.
+    let mut kids: Vec<std::process::Child> = (0..3)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut per_process = TaskIter::start().expect("the task iterator loads here");
+    let mut node_wide = TaskIter::start_node_wide().expect("the task iterator loads here");
+    assert_eq!(per_process.strategy(), "iter/task per process");
+    assert_eq!(node_wide.strategy(), "iter/task over every task");
+
+    let mut watched: std::collections::BTreeSet<u32> = kids.iter().map(|k| k.id()).collect();
+    // Above the kernel's largest pid (pid_max is at most 2^22).
+    let nobody = (1 << 22) + 7;
+    watched.insert(nobody);
+    let key = |rows: Vec<kitty_core::sources::tasks::TaskRow>| {
+        let mut v: Vec<_> = rows
+            .into_iter()
+            .map(|r| (r.tgid, r.tid, r.comm, r.start_ticks, r.exec_ns, r.run_count))
+            .collect();
+        v.sort();
+        v
+    };
+    let a = key(per_process.read(&watched).unwrap());
+    let b = key(node_wide.read(&watched).unwrap());
+    assert_eq!(a.len(), 3, "one thread per sleeper: {a:?}");
+    assert_eq!(a, b, "the same rows, the same counters");
+    assert!(a.iter().all(|r| r.2 == "sleep"));
+
+    // One sleeper exits and is reaped while still watched.
+    let gone = kids.remove(1);
+    let gone_pid = gone.id();
+    let mut gone = gone;
+    gone.kill().unwrap();
+    gone.wait().unwrap();
+    let a = key(per_process.read(&watched).unwrap());
+    let b = key(node_wide.read(&watched).unwrap());
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 2);
+    assert!(a.iter().all(|r| r.0 != gone_pid));
+    watched.remove(&gone_pid);
+    assert_eq!(key(per_process.read(&watched).unwrap()).len(), 2);
+    for mut k in kids {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
 }

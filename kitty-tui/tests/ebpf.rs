@@ -127,7 +127,7 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     let via_procfs = snapshot("3s", &["--no-task-iter"]);
     let st = |s: &serde_json::Value| s["sources"]["ebpf.tasks"].clone();
     assert_eq!(st(&via_iter)["status"], "ok", "{}", st(&via_iter));
-    assert_eq!(st(&via_iter)["strategy"], "iter/task");
+    assert_eq!(st(&via_iter)["strategy"], "iter/task per process");
     assert_eq!(st(&via_procfs)["status"], "unavailable");
     let why = st(&via_procfs)["reason"]
         .as_str()

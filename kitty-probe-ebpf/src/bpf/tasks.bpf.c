@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Per-thread scheduler and CPU counters of the watched processes, in one
- * read() per tick: a task iterator that walks every thread of the node in
- * the kernel, skips the ones whose tgid is not in `watched` (the user side
- * keeps it in step with discovery) and writes one fixed-size row per watched
+/* Per-thread scheduler and CPU counters of the watched processes: a task
+ * iterator linked to each one (or, before Linux 6.1, walking every thread
+ * of the node), skipping threads whose tgid is not in `watched` (the user
+ * side keeps it in step with discovery), one fixed-size row per watched
  * thread. The same numbers /proc/<tid>/schedstat and /proc/<tid>/sched
  * print, without formatting and parsing ~10 files per process per tick;
  * with the process-wide counters of stat and io (CPU time and I/O of exited

@@ -54,10 +54,10 @@ fn task_iter(off: bool) -> Result<String, String> {
     let own = std::iter::once(std::process::id()).collect();
     kitty_probe_ebpf::tasks::TaskIter::start()
         .map_err(|e| e.to_string())
-        .and_then(|mut it| it.read(&own))
-        .map(|rows| {
+        .and_then(|mut it| Ok((it.read(&own)?, it.strategy())))
+        .map(|(rows, how)| {
             format!(
-                "iter/task loads: per-thread counters in one read per tick ({} threads of doctor itself read)",
+                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read)",
                 rows.len()
             )
         })
