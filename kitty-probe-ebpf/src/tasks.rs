@@ -14,11 +14,19 @@ use crate::watched::WatchedSet;
 use aya::programs::{Iter, ProgramFd};
 use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
-use kitty_core::sources::tasks::{state_letter, Placement, ProcessPart, TaskCounters, TaskRow};
+use kitty_core::sources::tasks::{
+    state_letter, NodeProcess, Placement, ProcessPart, TaskCounters, TaskRow,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsFd;
 
 const PROGRAM: &str = "kitty_tasks";
+/// Every thread's CPU time, for the neighbours scan.
+const NODE_PROGRAM: &str = "kitty_node_cpu";
+
+/// Must match `struct cpu_row` in bpf/tasks.bpf.c: tid, tgid, exec_ns,
+/// dead_exec_ns, leader_start_ns, comm[16].
+const CPU_ROW: usize = 48;
 
 /// Must match `struct row` in bpf/tasks.bpf.c.
 #[repr(C)]
@@ -122,6 +130,8 @@ pub struct TaskIter {
     _ebpf: Ebpf,
     prog: ProgramFd,
     walk: Walk,
+    /// `kitty_node_cpu` over every task (None: it did not load).
+    node: Option<IterLink>,
     watched: WatchedSet,
     ns_per_tick: u64,
 }
@@ -181,11 +191,22 @@ impl TaskIter {
                 Walk::Node(all)
             }
         };
+        // The neighbours scan's walk is a bonus: without it the scan
+        // reads each process's stat file as before.
+        let node = load::program::<Iter>(&mut ebpf, NODE_PROGRAM)
+            .and_then(|p| {
+                p.load("task", &btf)
+                    .map_err(|e| load::reason(&e).at("iter/task"))?;
+                let fd = p.fd().map_err(|e| load::reason(&e))?;
+                IterLink::new(fd.as_fd(), Target::All)
+            })
+            .ok();
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         Ok(TaskIter {
             _ebpf: ebpf,
             prog,
             walk,
+            node,
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
         })
@@ -231,6 +252,28 @@ impl TaskIter {
     }
 }
 
+/// Sums one walk of every thread (`struct cpu_row`s) per process.
+fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Vec<NodeProcess> {
+    let mut by_tgid: BTreeMap<u32, NodeProcess> = BTreeMap::new();
+    for b in rows {
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let (tid, tgid) = (u32_at(0), u32_at(4));
+        let p = by_tgid.entry(tgid).or_insert_with(|| NodeProcess {
+            pid: tgid,
+            start_ticks: u64_at(24) / ns_per_tick,
+            ..Default::default()
+        });
+        p.cpu_ns += u64_at(8) + u64_at(16);
+        if tid == tgid {
+            let comm = &b[32..48];
+            let end = comm.iter().position(|c| *c == 0).unwrap_or(16);
+            p.comm = String::from_utf8_lossy(&comm[..end]).into_owned();
+        }
+    }
+    by_tgid.into_values().collect()
+}
+
 impl TaskCounters for TaskIter {
     fn strategy(&self) -> &'static str {
         match self.walk {
@@ -248,6 +291,11 @@ impl TaskCounters for TaskIter {
             .filter(|r| r.exit_state == 0)
             .map(|r| r.into_task_row(self.ns_per_tick))
             .collect())
+    }
+
+    fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
+        let rows = self.node.as_mut()?.read(CPU_ROW).ok()?;
+        Some(node_processes(rows, self.ns_per_tick))
     }
 }
 

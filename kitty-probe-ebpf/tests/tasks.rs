@@ -15,6 +15,17 @@ fn status_field(tid: u32, key: &str) -> u64 {
         .unwrap()
 }
 
+/// The calling thread's CPU time.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[test]
 fn iterator_and_procfs_agree_on_a_live_process() {
     if !support::can_load_bpf() {
@@ -32,9 +43,11 @@ fn iterator_and_procfs_agree_on_a_live_process() {
             std::thread::Builder::new()
                 .name(format!("kitty-t{i}"))
                 .spawn(move || {
+                    // 30 ms of wall time, and at least 3 ms of its own CPU
+                    // (a loaded machine gave it 88 us of 30 ms once).
                     let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
                     let mut x = 0u64;
-                    while std::time::Instant::now() < until {
+                    while std::time::Instant::now() < until || thread_cpu_ns() < 3_000_000 {
                         x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
                         std::thread::yield_now();
                     }
@@ -303,4 +316,85 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
         let _ = k.kill();
         let _ = k.wait();
     }
+}
+
+/// The walk of every task for the neighbours scan: every process of the
+/// node, each with the start, name and CPU time (all its threads, the
+/// exited ones included) its stat file gives.
+#[test]
+fn the_node_walk_gives_each_process_what_its_stat_says() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    // A child that burns ~150 ms of CPU in a thread that then exits, and
+    // sleeps: its stat holds still while the walk reads it.
+    let kid = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import threading,time\n\
+             def burn():\n    t=time.process_time()\n    while time.process_time()-t<0.15: pass\n\
+             th=threading.Thread(target=burn); th.start(); th.join()\n\
+             print('ready', flush=True); time.sleep(30)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut kid = kid;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(kid.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut it = TaskIter::start().expect("the task iterator loads here");
+    let before: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let procs = it.node_processes().expect("the node walk loads here");
+    let pids: std::collections::BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
+    // This VM's init (pid 1, `process_api`) is not visited by the kernel's
+    // task iterator, linked to it or walking every task (the watched-thread
+    // walk neither, so nothing changed here); every other process is.
+    let still: Vec<u32> = before
+        .into_iter()
+        .filter(|p| *p != 1 && Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert!(
+        still.iter().all(|p| pids.contains(p)),
+        "every live process: missing {:?}",
+        still
+            .iter()
+            .filter(|p| !pids.contains(p))
+            .collect::<Vec<_>>()
+    );
+    let p = procs.iter().find(|p| p.pid == kid.id()).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", kid.id())).unwrap();
+    let after_comm: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    let (utime, stime, start): (u64, u64, u64) = (
+        after_comm[11].parse().unwrap(),
+        after_comm[12].parse().unwrap(),
+        after_comm[19].parse().unwrap(),
+    );
+    assert_eq!(p.comm, "python3");
+    assert_eq!(p.start_ticks, start);
+    let ns_per_tick = 1_000_000_000 / kitty_core::sources::clock_ticks();
+    let stat_ns = (utime + stime) * ns_per_tick;
+    eprintln!("walk {} ns, stat {} ns", p.cpu_ns, stat_ns);
+    assert!(
+        p.cpu_ns >= 140_000_000,
+        "the exited thread's 150 ms: {}",
+        p.cpu_ns
+    );
+    assert!(
+        p.cpu_ns.abs_diff(stat_ns) <= 2 * ns_per_tick,
+        "walk {} ns, stat {} ns",
+        p.cpu_ns,
+        stat_ns
+    );
+    let _ = kid.kill();
+    let _ = kid.wait();
 }

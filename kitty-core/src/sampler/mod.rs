@@ -201,7 +201,9 @@ impl Sampler {
         self.prev_host = Some(host.clone());
         if ranks.len() >= 3 {
             let pids = ranks.iter().map(|r| r.key.pid).collect();
-            if let Some(busy) = self.neighbours.scan(&self.cfg.roots, &pids, mono) {
+            let tasks = &mut self.tasks;
+            let walk = || tasks.node_processes();
+            if let Some(busy) = self.neighbours.scan(&self.cfg.roots, &pids, mono, walk) {
                 host.busy = busy;
             }
         }

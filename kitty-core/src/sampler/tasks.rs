@@ -4,7 +4,7 @@
 
 use super::procs::Sample;
 use crate::model::SourceStatus;
-use crate::sources::tasks::{by_tgid, RowsByTgid, TaskCounters, TaskSource};
+use crate::sources::tasks::{by_tgid, NodeProcess, RowsByTgid, TaskCounters, TaskSource};
 use std::collections::BTreeSet;
 
 pub(super) enum Tasks {
@@ -33,6 +33,14 @@ impl Tasks {
             Tasks::Procfs(_) => Ok(None),
             Tasks::Iterator(_) if tgids.is_empty() => Ok(Some(Default::default())),
             Tasks::Iterator(it) => it.read(tgids).map(|rows| Some(by_tgid(rows))),
+        }
+    }
+
+    /// Every process of the node from the iterator, when it has that walk.
+    pub fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
+        match self {
+            Tasks::Iterator(it) => it.node_processes(),
+            Tasks::Procfs(_) => None,
         }
     }
 

@@ -88,6 +88,25 @@ pub trait TaskCounters: Send {
     /// The rows of every thread of these processes. An error makes this
     /// tick read procfs instead.
     fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String>;
+    /// Every process of the node with its CPU time, from one walk of every
+    /// task (the neighbours scan); None where this source has no such walk
+    /// or it failed (the scan then reads each process's stat).
+    fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
+        None
+    }
+}
+
+/// A process of the node as the neighbours scan needs it: what
+/// /proc/<pid>/stat says of its start, CPU time and name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeProcess {
+    pub pid: u32,
+    /// Start, in clock ticks since boot (stat's starttime).
+    pub start_ticks: u64,
+    /// CPU time of all its threads, the exited ones included.
+    pub cpu_ns: u64,
+    /// Its name, raw (sanitised where it is shown).
+    pub comm: String,
 }
 
 /// Opens a [`TaskCounters`], or says why it cannot.

@@ -147,3 +147,38 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
+
+/* Every thread of the node, for the neighbours scan (every 10 s: who else
+ * is busy on the ranks' CPUs): its CPU time, and on the process's leader
+ * row what the exited threads ran, the process's start and name. Summed
+ * per process in user space: what /proc/<pid>/stat's utime + stime give,
+ * without opening a file per process. Must match `CpuRow` in tasks.rs. */
+struct cpu_row {
+	u32 tid;
+	u32 tgid;
+	u64 exec_ns;         /* se.sum_exec_runtime */
+	u64 dead_exec_ns;    /* leader rows: signal->sum_sched_runtime */
+	u64 leader_start_ns; /* the process's start (boot time) */
+	char comm[16];       /* leader rows: the process's name */
+};
+
+SEC("iter/task")
+int kitty_node_cpu(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct___tasks *t = (void *)ctx->task;
+	if (!t)
+		return 0;
+	struct cpu_row r = {
+		.tid = t->pid,
+		.tgid = t->tgid,
+		.exec_ns = t->se.sum_exec_runtime,
+		.leader_start_ns = t->group_leader->start_boottime,
+	};
+	if (r.tid == r.tgid) {
+		r.dead_exec_ns = t->signal->sum_sched_runtime;
+		bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);
+	}
+	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}
