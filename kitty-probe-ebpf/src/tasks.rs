@@ -61,11 +61,25 @@ const KNOWN_RSS: u32 = 2;
 
 const ROW: usize = std::mem::size_of::<Row>();
 
+/// Native-endian integers at a byte offset of a row, as the kernel wrote them.
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_ne_bytes(b[o..o + 4].try_into().unwrap())
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_ne_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// A task's 16-byte `comm`, up to its NUL.
+fn comm_text(comm: &[u8]) -> String {
+    let end = comm.iter().position(|c| *c == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
 impl Row {
     /// A row from the iterator's bytes (native endian, as the kernel wrote it).
     fn from_bytes(b: &[u8]) -> Row {
-        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let (u32_at, u64_at) = (|o| u32_at(b, o), |o| u64_at(b, o));
         let mut comm = [0u8; 16];
         comm.copy_from_slice(&b[64..80]);
         Row {
@@ -94,13 +108,12 @@ impl Row {
     }
 
     fn into_task_row(self, ns_per_tick: u64) -> TaskRow {
-        let end = self.comm.iter().position(|b| *b == 0).unwrap_or(16);
         TaskRow {
             tid: self.tid,
             tgid: self.tgid,
             // A thread name is the watched process's to choose: kept raw here
             // like procfs's `comm`, sanitised where it is shown.
-            comm: String::from_utf8_lossy(&self.comm[..end]).into_owned(),
+            comm: comm_text(&self.comm),
             run_delay_ns: self.run_delay_ns,
             run_count: self.run_count,
             exec_ns: self.exec_ns,
@@ -256,8 +269,7 @@ impl TaskIter {
 fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Vec<NodeProcess> {
     let mut by_tgid: BTreeMap<u32, NodeProcess> = BTreeMap::new();
     for b in rows {
-        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let (u32_at, u64_at) = (|o| u32_at(b, o), |o| u64_at(b, o));
         let (tid, tgid) = (u32_at(0), u32_at(4));
         let p = by_tgid.entry(tgid).or_insert_with(|| NodeProcess {
             pid: tgid,
@@ -266,9 +278,7 @@ fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Ve
         });
         p.cpu_ns += u64_at(8) + u64_at(16);
         if tid == tgid {
-            let comm = &b[32..48];
-            let end = comm.iter().position(|c| *c == 0).unwrap_or(16);
-            p.comm = String::from_utf8_lossy(&comm[..end]).into_owned();
+            p.comm = comm_text(&b[32..48]);
         }
     }
     by_tgid.into_values().collect()
