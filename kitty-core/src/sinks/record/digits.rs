@@ -83,6 +83,27 @@ fn short_decimal(v: f64, out: &mut [u8; 32]) -> Option<usize> {
     if v == 0.0 || !v.is_finite() {
         return None;
     }
+    // Whole numbers of five digits or fewer (a histogram's bucket bounds,
+    // half a frame's floats) are their own rounding: their digits and
+    // ".0", as serde prints any whole double below 1e16.
+    if v.abs() < 1e5 && v.fract() == 0.0 {
+        let mut n = 0;
+        if v < 0.0 {
+            out[0] = b'-';
+            n = 1;
+        }
+        let mut a = v.abs() as u32;
+        let mut digits = [0u8; 5];
+        let mut len = 0;
+        while a > 0 {
+            digits[4 - len] = b'0' + (a % 10) as u8;
+            a /= 10;
+            len += 1;
+        }
+        out[n..n + len].copy_from_slice(&digits[5 - len..]);
+        out[n + len..n + len + 2].copy_from_slice(b".0");
+        return Some(n + len + 2);
+    }
     let (m, shift) = scaled(v.abs());
     // 10^5 itself: a mantissa rounded up to the next decade.
     if !(1e4..=1e5).contains(&m) {
@@ -286,7 +307,16 @@ mod tests {
                 each((state % 100_000) as f64 * p);
             }
         }
-        assert!(checked > 200_000, "{checked}");
+        // Every whole number the whole-number path takes, and its edges.
+        for i in 1..100_000u32 {
+            each(i as f64);
+            each(-(i as f64));
+        }
+        for v in [99_999.5, 100_000.0, 100_001.0, 0.5, 1.5] {
+            each(v);
+            each(-v);
+        }
+        assert!(checked > 400_000, "{checked}");
         // Outside it, and zero, serde's printer is used as before.
         let mut buf = [0u8; 32];
         for v in [0.0, -0.0, 1e300, 2.5e-300, 1e-20, 5e28] {

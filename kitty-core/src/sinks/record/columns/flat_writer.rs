@@ -2,7 +2,7 @@
 //! its values' places and field paths, as [`super::flatten_into`] finds them
 //! by scanning the text again (a delta's largest part but for zstd).
 
-use super::{grid_end, Flat, Leaf};
+use super::{grid_end, Flat, Leaf, Scan};
 use crate::sinks::record::digits::Rounded;
 use serde_json::ser::{CharEscape, Formatter};
 use std::io::{self, Write};
@@ -24,6 +24,7 @@ pub fn write_flat<T: serde::Serialize>(value: &T, json: &mut Vec<u8>, flat: &mut
         in_key: false,
         key: 0..0,
         string: 0,
+        deferred: None,
     };
     // Everything goes to the formatter's own buffer, where it can see
     // where each value starts and ends; serde's writer gets nothing.
@@ -57,11 +58,19 @@ struct FlatFormatter<'a> {
     key: std::ops::Range<usize>,
     /// Where the string value being written starts.
     string: usize,
+    /// The place in `open` of an array whose first value is an array (a
+    /// histogram's `[[bound, count], ...]`, most of a frame's values):
+    /// what is inside it is only written, and taken apart when it closes,
+    /// as one histogram or, for any other array, by scanning its text.
+    deferred: Option<usize>,
 }
 
 impl FlatFormatter<'_> {
     /// A value ends here that started at `start`: a leaf of its field path.
     fn leaf(&mut self, start: usize, hist: bool) {
+        if self.deferred.is_some() {
+            return;
+        }
         let f = &mut *self.flat;
         let norm = f.norms.len()..f.norms.len() + self.norm.len();
         f.norms.extend_from_slice(&self.norm);
@@ -87,7 +96,28 @@ impl FlatFormatter<'_> {
 
     fn structural(&mut self, b: u8) {
         self.out.push(b);
-        self.flat.shape.push(b);
+        if self.deferred.is_none() {
+            self.flat.shape.push(b);
+        }
+    }
+
+    /// The deferred array at `start` in `out` has closed: one histogram
+    /// value, or what the scan of its text takes from it.
+    fn take_deferred_apart(&mut self, start: usize) -> io::Result<()> {
+        if grid_end(self.out, start) == Some(self.out.len()) {
+            self.leaf(start, true);
+            return Ok(());
+        }
+        let mut scan = Scan {
+            b: self.out,
+            at: start,
+            norm: self.norm.clone(),
+            flat: &mut *self.flat,
+        };
+        match scan.value(0) {
+            Some(()) if scan.at == self.out.len() => Ok(()),
+            _ => Err(io::Error::other("an array the scan could not take apart")),
+        }
     }
 }
 
@@ -143,6 +173,13 @@ impl Formatter for &mut FlatFormatter<'_> {
     }
 
     fn begin_array<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
+        if self.deferred.is_none() {
+            if let Some(Open::Array { out, .. }) = self.open.last() {
+                if *out + 1 == self.out.len() {
+                    self.deferred = Some(self.open.len() - 1);
+                }
+            }
+        }
         self.open.push(Open::Array {
             norm: self.norm.len(),
             out: self.out.len(),
@@ -175,6 +212,16 @@ impl Formatter for &mut FlatFormatter<'_> {
         };
         self.norm.truncate(norm);
         self.out.push(b']');
+        if let Some(at) = self.deferred {
+            if at < self.open.len() {
+                return Ok(());
+            }
+            self.deferred = None;
+            self.flat.shape.truncate(shape);
+            self.flat.leaves.truncate(leaves);
+            self.flat.norms.truncate(norms);
+            return self.take_deferred_apart(out);
+        }
         // A histogram on the grid is one value, not an array of pairs.
         if grid_end(self.out, out) == Some(self.out.len()) {
             self.flat.shape.truncate(shape);
@@ -204,19 +251,23 @@ impl Formatter for &mut FlatFormatter<'_> {
     fn end_object_key<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
         self.in_key = false;
         self.key.end = self.out.len();
-        self.flat
-            .shape
-            .extend_from_slice(&self.out[self.key.clone()]);
+        if self.deferred.is_none() {
+            self.flat
+                .shape
+                .extend_from_slice(&self.out[self.key.clone()]);
+        }
         Ok(())
     }
 
     fn begin_object_value<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
         self.structural(b':');
         self.open.push(Open::Member(self.norm.len()));
-        // The key as serde escaped it, without its quotes.
-        let key = &self.out[self.key.start + 1..self.key.end - 1];
-        self.norm.push(b'/');
-        self.norm.extend_from_slice(key);
+        if self.deferred.is_none() {
+            // The key as serde escaped it, without its quotes.
+            let key = &self.out[self.key.start + 1..self.key.end - 1];
+            self.norm.push(b'/');
+            self.norm.extend_from_slice(key);
+        }
         Ok(())
     }
 
