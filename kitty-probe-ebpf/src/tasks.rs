@@ -143,8 +143,8 @@ pub struct TaskIter {
     _ebpf: Ebpf,
     prog: ProgramFd,
     walk: Walk,
-    /// `kitty_node_cpu` over every task (None: it did not load).
-    node: Option<IterLink>,
+    /// `kitty_node_cpu` over every task, or why it did not load.
+    node: Result<IterLink, String>,
     watched: WatchedSet,
     ns_per_tick: u64,
 }
@@ -213,7 +213,7 @@ impl TaskIter {
                 let fd = p.fd().map_err(|e| load::reason(&e))?;
                 IterLink::new(fd.as_fd(), Target::All)
             })
-            .ok();
+            .map_err(|e| e.to_string());
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         Ok(TaskIter {
             _ebpf: ebpf,
@@ -230,6 +230,12 @@ impl TaskIter {
         TaskIter::start()
             .map(|t| Box::new(t) as Box<dyn TaskCounters>)
             .map_err(|e| e.to_string())
+    }
+
+    /// Whether the neighbours scan walks every task (`kitty_node_cpu`), or
+    /// why not (it then reads each process's stat file).
+    pub fn node_walk(&self) -> Result<(), &str> {
+        self.node.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
     /// The rows of the watched processes' threads: a walk of each one's
@@ -304,7 +310,7 @@ impl TaskCounters for TaskIter {
     }
 
     fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
-        let rows = self.node.as_mut()?.read(CPU_ROW).ok()?;
+        let rows = self.node.as_mut().ok()?.read(CPU_ROW).ok()?;
         Some(node_processes(rows, self.ns_per_tick))
     }
 }

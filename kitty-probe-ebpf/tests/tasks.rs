@@ -354,7 +354,8 @@ fn the_node_walk_gives_each_process_what_its_stat_says() {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
-    let procs = it.node_processes().expect("the node walk loads here");
+    assert_eq!(it.node_walk(), Ok(()), "the node walk loads here");
+    let procs = it.node_processes().expect("the node walk reads here");
     let pids: std::collections::BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
     // This VM's init (pid 1, `process_api`) is not visited by the kernel's
     // task iterator, linked to it or walking every task (the watched-thread

@@ -218,6 +218,13 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     };
     let on = check(&[]);
     assert_eq!(on["status"], "ok", "{on}");
+    assert!(
+        on["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("the neighbours scan from one walk of every task"),
+        "{on}"
+    );
     let off = check(&["--no-task-iter"]);
     assert_eq!(off["status"], "warn", "{off}");
     assert!(off["detail"].as_str().unwrap().contains("procfs"), "{off}");

@@ -54,10 +54,16 @@ fn task_iter(off: bool) -> Result<String, String> {
     let own = std::iter::once(std::process::id()).collect();
     kitty_probe_ebpf::tasks::TaskIter::start()
         .map_err(|e| e.to_string())
-        .and_then(|mut it| Ok((it.read(&own)?, it.strategy())))
-        .map(|(rows, how)| {
+        .and_then(|mut it| {
+            let neighbours = match it.node_walk() {
+                Ok(()) => "the neighbours scan from one walk of every task".to_string(),
+                Err(why) => format!("the neighbours scan from each process's stat ({why})"),
+            };
+            Ok((it.read(&own)?, it.strategy(), neighbours))
+        })
+        .map(|(rows, how, neighbours)| {
             format!(
-                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read)",
+                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read); {neighbours}",
                 rows.len()
             )
         })
