@@ -254,7 +254,9 @@ fn write_token(out: &mut Vec<u8>, lit: &[u8], hist: bool, before: Option<&[u8]>)
     if let (Some(c), Some(p)) = (int_text(lit), before.and_then(int_text)) {
         if let Ok(d) = i64::try_from(c - p) {
             if decimal_len(d) < lit.len() {
-                let _ = write!(out, "[{d}]");
+                out.push(b'[');
+                out.extend_from_slice(itoa::Buffer::new().format(d).as_bytes());
+                out.push(b']');
                 return false;
             }
         }
@@ -266,7 +268,8 @@ fn write_token(out: &mut Vec<u8>, lit: &[u8], hist: bool, before: Option<&[u8]>)
         grid_pairs(lit, |i, n| {
             match next {
                 None => {
-                    let _ = write!(out, "{i},\"");
+                    out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+                    out.extend_from_slice(b",\"");
                 }
                 Some(from) => (from..i).for_each(|_| out.push(COUNT_DIGITS[0])),
             }

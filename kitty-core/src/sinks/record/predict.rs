@@ -96,8 +96,9 @@ fn percentiles(hists: &Histograms, sig: &mut Signals) {
         let on_grid: Option<Vec<(usize, u64)>> = pairs
             .iter()
             .map(|&(upper, n)| {
-                let exact =
-                    digits::round(upper).to_bits() == upper.to_bits() && upper.fract() == 0.0;
+                // Whole bounds below 1e5 are their own rounding.
+                let exact = upper.fract() == 0.0
+                    && (upper < 1e5 || digits::round(upper).to_bits() == upper.to_bits());
                 let i = grid::bucket_with_upper(upper as u64).filter(|_| exact)?;
                 Some((i, n))
             })
