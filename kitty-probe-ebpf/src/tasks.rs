@@ -147,6 +147,9 @@ pub struct TaskIter {
     node: Result<IterLink, String>,
     watched: WatchedSet,
     ns_per_tick: u64,
+    /// How many rows the last walk gave: the next one's room, made once
+    /// (not regrown by doubling, each step a copy, every tick).
+    last_rows: usize,
 }
 
 /// How a read reaches the watched threads.
@@ -222,6 +225,7 @@ impl TaskIter {
             node,
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
+            last_rows: 0,
         })
     }
 
@@ -247,7 +251,7 @@ impl TaskIter {
             Walk::PerProcess(links) => links,
         };
         links.retain(|tgid, _| tgids.contains(tgid));
-        let mut rows = Vec::new();
+        let mut rows = Vec::with_capacity(self.last_rows);
         for &tgid in tgids {
             let link = match links.entry(tgid) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -267,6 +271,7 @@ impl TaskIter {
                     .filter(|r| r.tgid == tgid),
             );
         }
+        self.last_rows = rows.len();
         Ok(rows)
     }
 }
@@ -301,12 +306,14 @@ impl TaskCounters for TaskIter {
     fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String> {
         self.watched.sync(tgids);
         let rows = self.walk(tgids).map_err(|e| e.to_string())?;
-        Ok(rows
-            .into_iter()
-            // Exited threads (zombies not yet reaped) are not in task/ either.
-            .filter(|r| r.exit_state == 0)
-            .map(|r| r.into_task_row(self.ns_per_tick))
-            .collect())
+        let mut out = Vec::with_capacity(rows.len());
+        out.extend(
+            rows.into_iter()
+                // Exited threads (zombies not yet reaped) are not in task/ either.
+                .filter(|r| r.exit_state == 0)
+                .map(|r| r.into_task_row(self.ns_per_tick)),
+        );
+        Ok(out)
     }
 
     fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {

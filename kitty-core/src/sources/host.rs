@@ -35,9 +35,7 @@ pub fn read_host(roots: &Roots, files: &mut KeptFiles) -> HostSample {
         .read(&p.join("loadavg"))
         .and_then(|t| parse_loadavg(&t));
     if let Some(text) = files.read(&p.join("meminfo")) {
-        let m = parse_meminfo(&text);
-        h.mem_total = m.get("MemTotal").copied();
-        h.mem_available = m.get("MemAvailable").copied();
+        [h.mem_total, h.mem_available] = meminfo_fields(&text, ["MemTotal", "MemAvailable"]);
     }
     for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
         h.psi[i] = files
@@ -68,13 +66,20 @@ pub fn parse_stat(text: &str, h: &mut HostSample) {
         let mut it = line.split_whitespace();
         let Some(key) = it.next() else { continue };
         if key.starts_with("cpu") {
-            let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
-            if v.len() < 4 {
+            // The first eight fields, without a vector per CPU line (a GPU
+            // node has a hundred and more).
+            let mut v = [0u64; 8];
+            let mut n = 0;
+            for x in it.filter_map(|x| x.parse().ok()).take(8) {
+                v[n] = x;
+                n += 1;
+            }
+            if n < 4 {
                 continue;
             }
             // user nice system idle iowait irq softirq steal (guest is in user).
-            let total: u64 = v.iter().take(8).sum();
-            let idle = v[3] + v.get(4).copied().unwrap_or(0);
+            let total: u64 = v.iter().sum();
+            let idle = v[3] + v[4];
             let pair = (total - idle, total);
             if key == "cpu" {
                 h.cpu_total = pair;
@@ -102,13 +107,31 @@ pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
 pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
     text.lines()
         .filter_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            let mut parts = v.split_whitespace();
-            let n: u64 = parts.next()?.parse().ok()?;
-            let mult = if parts.next() == Some("kB") { 1024 } else { 1 };
-            Some((k.to_string(), n * mult))
+            let (k, v) = meminfo_line(l)?;
+            Some((k.to_string(), v))
         })
         .collect()
+}
+
+/// `Key:   123 kB` -> ("Key", bytes).
+fn meminfo_line(l: &str) -> Option<(&str, u64)> {
+    let (k, v) = l.split_once(':')?;
+    let mut parts = v.split_whitespace();
+    let n: u64 = parts.next()?.parse().ok()?;
+    let mult = if parts.next() == Some("kB") { 1024 } else { 1 };
+    Some((k, n * mult))
+}
+
+/// The values of these meminfo keys, in bytes: what a tick keeps, without
+/// naming the file's fifty-odd others.
+pub fn meminfo_fields<const N: usize>(text: &str, keys: [&str; N]) -> [Option<u64>; N] {
+    let mut out = [None; N];
+    for (k, v) in text.lines().filter_map(meminfo_line) {
+        if let Some(i) = keys.iter().position(|&want| want == k) {
+            out[i] = Some(v);
+        }
+    }
+    out
 }
 
 /// `some avg10=.. avg60=.. avg300=.. total=..` -> (avg10, total).
@@ -167,8 +190,13 @@ mod tests {
         assert_eq!(h.cpu_each.len(), 2);
         assert!(h.procs_running.unwrap() >= 1);
         assert!(parse_loadavg(include_str!("../../tests/fixtures/proc/loadavg")).is_some());
-        let m = parse_meminfo(include_str!("../../tests/fixtures/proc/meminfo"));
+        let text = include_str!("../../tests/fixtures/proc/meminfo");
+        let m = parse_meminfo(text);
         assert!(m["MemAvailable"] > 1 << 20 && m["MemAvailable"] <= m["MemTotal"]);
+        assert_eq!(
+            meminfo_fields(text, ["MemTotal", "MemAvailable", "NoSuchKey"]),
+            [Some(m["MemTotal"]), Some(m["MemAvailable"]), None]
+        );
         let (avg10, total) =
             parse_psi_some(include_str!("../../tests/fixtures/proc/pressure_cpu")).unwrap();
         assert!(avg10 >= 0.0 && total > 0);
