@@ -108,6 +108,67 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
             .any(|v| v["rank"] == 1 && v["signal"] == "runq_p99_us"),
         "{verdicts:#?}"
     );
+    compact_recordings_keep_the_percentiles_not_the_histograms("runq");
+}
+
+/// `record --compact` beside a plain `record` of the same job: the plain
+/// one has the ranks' run-queue histograms, the compact one none of them
+/// but the same percentiles, recorded (not recomputed), and is smaller.
+fn compact_recordings_keep_the_percentiles_not_the_histograms(job: &str) {
+    use kitty_core::model::{HistKind, Sig};
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = |name: &str, extra: &[&str]| {
+        Command::new(kitty_bin())
+            .args(["record", "--duration", "3s", "-o"])
+            .arg(dir.path().join(name))
+            .args(extra)
+            .spawn()
+            .unwrap()
+    };
+    let (mut plain, mut compact) = (
+        spawn("plain.kitty", &[]),
+        spawn("compact.kitty", &["--compact"]),
+    );
+    assert!(plain.wait().unwrap().success() && compact.wait().unwrap().success());
+    let read = |name: &str| {
+        kitty_core::sinks::record::Reader::open(&dir.path().join(name))
+            .unwrap()
+            .read_all()
+            .0
+    };
+    let ranks = |frames: &[kitty_core::model::Frame]| -> Vec<kitty_core::model::RankFrame> {
+        frames
+            .iter()
+            .flat_map(|f| f.ranks.iter().cloned())
+            .filter(|r| r.labels.job.as_deref() == Some(job))
+            .collect()
+    };
+    let (plain, compact) = (ranks(&read("plain.kitty")), ranks(&read("compact.kitty")));
+    let has_hist = |r: &kitty_core::model::RankFrame| r.histograms.get(HistKind::RunqUs).is_some();
+    assert!(
+        plain.iter().any(has_hist),
+        "the plain recording has histograms"
+    );
+    assert!(
+        !compact.is_empty() && !compact.iter().any(has_hist),
+        "the compact one none"
+    );
+    let p99s = compact
+        .iter()
+        .filter(|r| r.labels.rank == Some(1))
+        .filter_map(|r| r.signal(Sig::RunqP99Us))
+        .count();
+    assert!(
+        p99s >= 3,
+        "rank 1's run-queue p99 is recorded without its histogram: {p99s} ticks"
+    );
+    let size = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().len();
+    assert!(
+        size("compact.kitty") < size("plain.kitty"),
+        "{} against {} bytes",
+        size("compact.kitty"),
+        size("plain.kitty")
+    );
 }
 
 /// The same job through both per-thread paths: the BPF task iterator (the

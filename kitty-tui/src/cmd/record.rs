@@ -1,5 +1,6 @@
-//! `record`: headless recorder. Every frame is written (lossless); exits
-//! non-zero if the sampling thread died.
+//! `record`: headless recorder. Every frame is written (lossless; with
+//! `--compact`, without its latency histograms); exits non-zero if the
+//! sampling thread died.
 
 use super::{at_least_one_interval, check_output, stop_flag};
 use crate::cli::RecordArgs;
@@ -29,7 +30,9 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let pipeline = pipeline::build(&a.sampling, &cfg);
     let stop = stop_flag();
     let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
+    let compact = a.compact;
     let end = frames.drive(&stop, a.duration, |mut f| {
+        keep(&mut f, compact);
         writer
             .append_in_place(&mut f)
             .map(|_| ControlFlow::Continue(()))
@@ -38,6 +41,7 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let end = end.wrap_err("recording stopped")?;
     // Frames already produced but not yet written are kept.
     for mut f in frames.drain() {
+        keep(&mut f, compact);
         writer
             .append_in_place(&mut f)
             .wrap_err("recording stopped")?;
@@ -56,4 +60,15 @@ pub fn run(a: RecordArgs) -> Result<i32> {
         target.describe()
     );
     Ok(error::OK)
+}
+
+/// What of a frame is recorded: all of it, or with `--compact` all but the
+/// ranks' latency histograms (their percentiles stay in the signals; a
+/// recording then keeps them, having no histogram to recompute them from).
+fn keep(f: &mut kitty_core::model::Frame, compact: bool) {
+    if compact {
+        for r in &mut f.ranks {
+            r.histograms = Default::default();
+        }
+    }
 }
