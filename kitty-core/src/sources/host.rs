@@ -104,15 +104,6 @@ pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
 }
 
 /// meminfo values in bytes.
-pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = meminfo_line(l)?;
-            Some((k.to_string(), v))
-        })
-        .collect()
-}
-
 /// `Key:   123 kB` -> ("Key", bytes).
 fn meminfo_line(l: &str) -> Option<(&str, u64)> {
     let (k, v) = l.split_once(':')?;
@@ -191,12 +182,24 @@ mod tests {
         assert!(h.procs_running.unwrap() >= 1);
         assert!(parse_loadavg(include_str!("../../tests/fixtures/proc/loadavg")).is_some());
         let text = include_str!("../../tests/fixtures/proc/meminfo");
-        let m = parse_meminfo(text);
-        assert!(m["MemAvailable"] > 1 << 20 && m["MemAvailable"] <= m["MemTotal"]);
-        assert_eq!(
-            meminfo_fields(text, ["MemTotal", "MemAvailable", "NoSuchKey"]),
-            [Some(m["MemTotal"]), Some(m["MemAvailable"]), None]
-        );
+        let [total, available, none] =
+            meminfo_fields(text, ["MemTotal", "MemAvailable", "NoSuchKey"]);
+        let (total, available) = (total.unwrap(), available.unwrap());
+        assert!(available > 1 << 20 && available <= total);
+        assert_eq!(none, None);
+        // kB lines in bytes, from the file's own text.
+        let kb: u64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("MemTotal:")?
+                    .trim()
+                    .strip_suffix(" kB")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap();
+        assert_eq!(total, kb * 1024);
         let (avg10, total) =
             parse_psi_some(include_str!("../../tests/fixtures/proc/pressure_cpu")).unwrap();
         assert!(avg10 >= 0.0 && total > 0);

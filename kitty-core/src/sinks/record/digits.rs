@@ -87,22 +87,12 @@ fn short_decimal(v: f64, out: &mut [u8; 32]) -> Option<usize> {
     // half a frame's floats) are their own rounding: their digits and
     // ".0", as serde prints any whole double below 1e16.
     if v.abs() < 1e5 && v.fract() == 0.0 {
-        let mut n = 0;
-        if v < 0.0 {
-            out[0] = b'-';
-            n = 1;
-        }
-        let mut a = v.abs() as u32;
-        let mut digits = [0u8; 5];
-        let mut len = 0;
-        while a > 0 {
-            digits[4 - len] = b'0' + (a % 10) as u8;
-            a /= 10;
-            len += 1;
-        }
-        out[n..n + len].copy_from_slice(&digits[5 - len..]);
-        out[n + len..n + len + 2].copy_from_slice(b".0");
-        return Some(n + len + 2);
+        let mut whole = itoa::Buffer::new();
+        let digits = whole.format(v as i32).as_bytes();
+        let n = digits.len();
+        out[..n].copy_from_slice(digits);
+        out[n..n + 2].copy_from_slice(b".0");
+        return Some(n + 2);
     }
     let (m, shift) = scaled(v.abs());
     // 10^5 itself: a mantissa rounded up to the next decade.

@@ -36,13 +36,12 @@ pub fn write_flat<T: serde::Serialize>(value: &T, json: &mut Vec<u8>, flat: &mut
 enum Open {
     /// The field path's length before the member's key.
     Member(usize),
-    /// Where the array started, to take it back as one histogram value.
+    /// Where the array started (the field path's length, its `[` in the
+    /// text and in the shape), to take it back as one value when deferred.
     Array {
         norm: usize,
         out: usize,
         shape: usize,
-        leaves: usize,
-        norms: usize,
     },
 }
 
@@ -184,8 +183,6 @@ impl Formatter for &mut FlatFormatter<'_> {
             norm: self.norm.len(),
             out: self.out.len(),
             shape: self.flat.shape.len(),
-            leaves: self.flat.leaves.len(),
-            norms: self.flat.norms.len(),
         });
         self.structural(b'[');
         self.norm.extend_from_slice(b"/#");
@@ -200,38 +197,27 @@ impl Formatter for &mut FlatFormatter<'_> {
     }
 
     fn end_array<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
-        let Some(Open::Array {
-            norm,
-            out,
-            shape,
-            leaves,
-            norms,
-        }) = self.open.pop()
-        else {
+        let Some(Open::Array { norm, out, shape }) = self.open.pop() else {
             return Err(io::Error::other("an array closed out of turn"));
         };
         self.norm.truncate(norm);
         self.out.push(b']');
-        if let Some(at) = self.deferred {
-            if at < self.open.len() {
-                return Ok(());
+        match self.deferred {
+            // Inside a deferred array: only written.
+            Some(at) if at < self.open.len() => Ok(()),
+            // The deferred array itself (its first value was an array, so
+            // nothing but its `[` reached the shape): taken apart now.
+            Some(_) => {
+                self.deferred = None;
+                self.flat.shape.truncate(shape);
+                self.take_deferred_apart(out)
             }
-            self.deferred = None;
-            self.flat.shape.truncate(shape);
-            self.flat.leaves.truncate(leaves);
-            self.flat.norms.truncate(norms);
-            return self.take_deferred_apart(out);
+            // Any other array (a histogram, `[[...`, is always deferred).
+            None => {
+                self.flat.shape.push(b']');
+                Ok(())
+            }
         }
-        // A histogram on the grid is one value, not an array of pairs.
-        if grid_end(self.out, out) == Some(self.out.len()) {
-            self.flat.shape.truncate(shape);
-            self.flat.leaves.truncate(leaves);
-            self.flat.norms.truncate(norms);
-            self.leaf(out, true);
-        } else {
-            self.flat.shape.push(b']');
-        }
-        Ok(())
     }
 
     fn begin_object<W: ?Sized + Write>(&mut self, _: &mut W) -> io::Result<()> {
