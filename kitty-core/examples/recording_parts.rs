@@ -3,7 +3,8 @@
 //! one part at a time, or with its latency histograms coarser, in KB per
 //! minute: `cargo run --release -p kitty-core --example recording_parts --
 //! FILE [PART...]` (parts: as-is, rtt, runq, histograms, coarse, culprits,
-//! threads, sockets, flows; all by default).
+//! threads, sockets, flows; all by default; also windowN: each rank's
+//! histograms summed over N ticks, kept only at the end of each window).
 #![allow(clippy::print_stdout)]
 use kitty_core::model::{grid, Frame, HistKind};
 use kitty_core::sinks::record::{Reader, Writer};
@@ -34,8 +35,12 @@ fn main() {
     let out = std::env::temp_dir().join(format!("recording-parts-{}.kitty", std::process::id()));
     for part in parts {
         let mut w = Writer::create(&out, r.header()).expect("a temporary file");
-        for f in &frames {
+        let mut window = Window::default();
+        for (i, f) in frames.iter().enumerate() {
             let mut f = f.clone();
+            if let Some(n) = part.strip_prefix("window").and_then(|n| n.parse().ok()) {
+                window.apply(&mut f, i, n);
+            }
             without(&mut f, part);
             w.append(&f).expect("written");
         }
@@ -67,6 +72,31 @@ fn without(f: &mut Frame, part: &str) {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// Histograms summed per rank (by index in the frame) over a window.
+#[derive(Default)]
+struct Window(BTreeMap<(usize, usize), BTreeMap<u64, u64>>);
+
+impl Window {
+    /// Takes frame `i`'s histograms into the window; puts the sums back
+    /// into the frame that ends a window of `n`.
+    fn apply(&mut self, f: &mut Frame, i: usize, n: usize) {
+        let kinds = [HistKind::RttUs, HistKind::RunqUs];
+        for (ri, r) in f.ranks.iter_mut().enumerate() {
+            for (ki, kind) in kinds.into_iter().enumerate() {
+                let sum = self.0.entry((ri, ki)).or_default();
+                for (upper, count) in r.histograms.remove(kind).unwrap_or_default() {
+                    *sum.entry(upper as u64).or_default() += count;
+                }
+                if i % n == n - 1 && !sum.is_empty() {
+                    let pairs = sum.iter().map(|(&u, &c)| (u as f64, c)).collect();
+                    r.histograms.insert(kind, pairs);
+                    sum.clear();
+                }
+            }
         }
     }
 }

@@ -108,13 +108,14 @@ fn a_rank_sharing_its_cpu_has_ten_times_the_run_queue_p99() {
             .any(|v| v["rank"] == 1 && v["signal"] == "runq_p99_us"),
         "{verdicts:#?}"
     );
-    compact_recordings_keep_the_percentiles_not_the_histograms("runq");
+    recordings_keep_the_histograms_only_when_asked("runq");
 }
 
-/// `record --compact` beside a plain `record` of the same job: the plain
-/// one has the ranks' run-queue histograms, the compact one none of them
-/// but the same percentiles, recorded (not recomputed), and is smaller.
-fn compact_recordings_keep_the_percentiles_not_the_histograms(job: &str) {
+/// A plain `record` beside `record --histograms` of the same job: the
+/// latter has the ranks' run-queue histograms, the plain one none of them
+/// but the percentiles, recorded (not recomputed), and is smaller; each
+/// header says which it is.
+fn recordings_keep_the_histograms_only_when_asked(job: &str) {
     use kitty_core::model::{HistKind, Sig};
     let dir = tempfile::tempdir().unwrap();
     let spawn = |name: &str, extra: &[&str]| {
@@ -125,17 +126,16 @@ fn compact_recordings_keep_the_percentiles_not_the_histograms(job: &str) {
             .spawn()
             .unwrap()
     };
-    let (mut plain, mut compact) = (
+    let (mut plain, mut full) = (
         spawn("plain.kitty", &[]),
-        spawn("compact.kitty", &["--compact"]),
+        spawn("full.kitty", &["--histograms"]),
     );
-    assert!(plain.wait().unwrap().success() && compact.wait().unwrap().success());
-    let read = |name: &str| {
-        kitty_core::sinks::record::Reader::open(&dir.path().join(name))
-            .unwrap()
-            .read_all()
-            .0
-    };
+    assert!(plain.wait().unwrap().success() && full.wait().unwrap().success());
+    let open =
+        |name: &str| kitty_core::sinks::record::Reader::open(&dir.path().join(name)).unwrap();
+    assert_eq!(open("plain.kitty").header().histograms, Some(false));
+    assert_eq!(open("full.kitty").header().histograms, Some(true));
+    let read = |name: &str| open(name).read_all().0;
     let ranks = |frames: &[kitty_core::model::Frame]| -> Vec<kitty_core::model::RankFrame> {
         frames
             .iter()
@@ -143,17 +143,17 @@ fn compact_recordings_keep_the_percentiles_not_the_histograms(job: &str) {
             .filter(|r| r.labels.job.as_deref() == Some(job))
             .collect()
     };
-    let (plain, compact) = (ranks(&read("plain.kitty")), ranks(&read("compact.kitty")));
+    let (plain, full) = (ranks(&read("plain.kitty")), ranks(&read("full.kitty")));
     let has_hist = |r: &kitty_core::model::RankFrame| r.histograms.get(HistKind::RunqUs).is_some();
     assert!(
-        plain.iter().any(has_hist),
-        "the plain recording has histograms"
+        full.iter().any(has_hist),
+        "the --histograms recording has them"
     );
     assert!(
-        !compact.is_empty() && !compact.iter().any(has_hist),
-        "the compact one none"
+        !plain.is_empty() && !plain.iter().any(has_hist),
+        "the plain one none"
     );
-    let p99s = compact
+    let p99s = plain
         .iter()
         .filter(|r| r.labels.rank == Some(1))
         .filter_map(|r| r.signal(Sig::RunqP99Us))
@@ -164,10 +164,10 @@ fn compact_recordings_keep_the_percentiles_not_the_histograms(job: &str) {
     );
     let size = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().len();
     assert!(
-        size("compact.kitty") < size("plain.kitty"),
+        size("plain.kitty") < size("full.kitty"),
         "{} against {} bytes",
-        size("compact.kitty"),
-        size("plain.kitty")
+        size("plain.kitty"),
+        size("full.kitty")
     );
 }
 

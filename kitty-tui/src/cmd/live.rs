@@ -7,7 +7,9 @@ use color_eyre::eyre::Result;
 use kitty_core::sinks::files::{self as output, Kind, Target};
 use kitty_core::sinks::record::{Header, Sink, Writer};
 
-/// The recorder of `--record FILE`, checked and opened before sampling.
+/// The recorder of `--record FILE`, checked and opened before sampling; as
+/// `record` without `--histograms`, it leaves each tick's latency
+/// histograms out (the view still draws them live).
 pub fn recorder(
     path: Option<&std::path::Path>,
     force: bool,
@@ -23,7 +25,11 @@ pub fn recorder(
     };
     let file = output::create_in_place(&p)?;
     let name = p.display().to_string();
-    let w = Writer::new(Sink::File(file), name.clone(), &Header::now(host, interval))?;
+    let w = Writer::new(
+        Sink::File(file),
+        name.clone(),
+        &Header::now(host, interval).with_histograms(false),
+    )?;
     Ok(Some((w, name)))
 }
 

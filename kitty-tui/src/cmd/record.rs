@@ -1,6 +1,6 @@
-//! `record`: headless recorder. Every frame is written (lossless; with
-//! `--compact`, without its latency histograms); exits non-zero if the
-//! sampling thread died.
+//! `record`: headless recorder. Every frame is written (each tick's latency
+//! histograms only with `--histograms`: their percentiles are always kept);
+//! exits non-zero if the sampling thread died.
 
 use super::{at_least_one_interval, check_output, stop_flag};
 use crate::cli::RecordArgs;
@@ -25,14 +25,12 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let mut writer = Writer::new(
         sink,
         target.describe(),
-        &Header::now(&cfg.node, cfg.interval),
+        &Header::now(&cfg.node, cfg.interval).with_histograms(a.histograms),
     )?;
     let pipeline = pipeline::build(&a.sampling, &cfg);
     let stop = stop_flag();
     let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
-    let compact = a.compact;
     let end = frames.drive(&stop, a.duration, |mut f| {
-        keep(&mut f, compact);
         writer
             .append_in_place(&mut f)
             .map(|_| ControlFlow::Continue(()))
@@ -41,7 +39,6 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let end = end.wrap_err("recording stopped")?;
     // Frames already produced but not yet written are kept.
     for mut f in frames.drain() {
-        keep(&mut f, compact);
         writer
             .append_in_place(&mut f)
             .wrap_err("recording stopped")?;
@@ -60,15 +57,4 @@ pub fn run(a: RecordArgs) -> Result<i32> {
         target.describe()
     );
     Ok(error::OK)
-}
-
-/// What of a frame is recorded: all of it, or with `--compact` all but the
-/// ranks' latency histograms (their percentiles stay in the signals; a
-/// recording then keeps them, having no histogram to recompute them from).
-fn keep(f: &mut kitty_core::model::Frame, compact: bool) {
-    if compact {
-        for r in &mut f.ranks {
-            r.histograms = Default::default();
-        }
-    }
 }

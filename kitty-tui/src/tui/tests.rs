@@ -583,6 +583,43 @@ fn detail_shows_the_run_queue_histogram() {
     );
 }
 
+/// A replay's detail view: the run-queue histogram when the recording kept
+/// it, else the tick's percentiles and why there is no histogram.
+#[test]
+fn a_replay_without_histograms_says_so_and_shows_the_percentiles() {
+    use kitty_core::sinks::record::{Header, Reader, Writer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut frames: Vec<Frame> = (0..4).map(|t| frame(t, true, 4)).collect();
+    for f in &mut frames {
+        let r = &mut f.ranks[2];
+        r.histograms
+            .insert(HistKind::RunqUs, vec![(16.0, 40), (1024.0, 10), (9216.0, 30)]);
+        r.signals.set(Sig::RunqP50Us, 16.0);
+        r.signals.set(Sig::RunqP99Us, 9216.0);
+        r.signals.set(Sig::RunqMaxUs, 9000.0);
+    }
+    for keep in [false, true] {
+        let path = dir.path().join(format!("{keep}.kitty"));
+        let header = Header::now("gpu-node-7", Duration::from_millis(500)).with_histograms(keep);
+        let mut w = Writer::create(&path, &header).unwrap();
+        frames.iter().for_each(|f| w.append(f).unwrap());
+        w.finish().unwrap();
+        let mut app = App::new(KeyMap::default(), Duration::from_millis(500))
+            .with_replay(super::app::ReplayState::new(Reader::open(&path).unwrap()));
+        app.replay_show(3);
+        select_pid(&mut app, 4002);
+        app.show(View::Detail);
+        let text = render(&app, 160, 45);
+        assert!(text.contains("run-queue latency, this tick"), "{text}");
+        assert_eq!(
+            text.contains("histogram not recorded (record --histograms keeps it)"),
+            !keep,
+            "{text}"
+        );
+        assert_eq!(text.contains("p99 9.22 ms"), !keep, "{text}");
+    }
+}
+
 #[test]
 fn a_view_slower_than_the_sampler_reports_its_skips() {
     let mut app = app_with((0..3).map(|t| frame(t, false, 4)));

@@ -63,9 +63,11 @@ pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PRED
 /// changes against the one before. 2: delta frames against keyframes. 1:
 /// every frame on its own.
 pub const MAJOR: u16 = 6;
-/// 6.0 (and 5.1): the header also names the kernel the recording was
-/// taken on (a 5.0 file replays without it).
-pub const MINOR: u16 = 0;
+/// 6.1: the header also says whether each tick's latency histograms were
+/// kept ([`Header::histograms`]; a 6.0 file always kept them). 6.0 (and
+/// 5.1): the header also names the kernel the recording was taken on (a
+/// 5.0 file replays without it).
+pub const MINOR: u16 = 1;
 /// A keyframe every this many frames (16 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes (20 ms in the seek
 /// bench). 16 frames made a recording 7 % larger; 64 another 4 %
@@ -94,6 +96,13 @@ pub struct Header {
     /// The recording node's kernel release (format 5.1; absent before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<crate::model::Text>,
+    /// Whether the ranks' per-tick latency histograms were kept (format
+    /// 6.1; absent before, when they always were). Without them a
+    /// recording keeps each tick's p50, p99 and max as values and is about
+    /// a quarter smaller: a histogram is ~50 noisy buckets a rank a tick,
+    /// which no encoding of ours made cheap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<bool>,
 }
 
 impl Header {
@@ -106,7 +115,21 @@ impl Header {
             interval_ms: interval.as_millis() as u64,
             start_wall_ns: crate::model::time::wall_ns(),
             kernel: crate::sources::node::kernel_release(),
+            histograms: Some(true),
         }
+    }
+
+    /// The same header, its recording keeping each tick's latency
+    /// histograms or leaving them out.
+    pub fn with_histograms(mut self, keep: bool) -> Header {
+        self.histograms = Some(keep);
+        self
+    }
+
+    /// Whether the recording's frames carry the ranks' histograms (as they
+    /// all did before format 6.1).
+    pub fn keeps_histograms(&self) -> bool {
+        self.histograms != Some(false)
     }
 }
 

@@ -50,6 +50,7 @@ fn header() -> Header {
         interval_ms: 500,
         start_wall_ns: 1,
         kernel: Some("6.18.44-test".into()),
+        histograms: Some(true),
     }
 }
 
@@ -437,4 +438,69 @@ fn appending_in_place_writes_the_same_and_changes_nothing() {
         std::fs::read(&in_place).unwrap(),
         std::fs::read(&copied).unwrap()
     );
+}
+
+/// A recording whose header leaves the latency histograms out (what the
+/// recorders write unless asked for them): each frame reads back as it was
+/// but for its histograms, its percentiles kept as values; the frame given
+/// to the writer keeps its histograms (the live view still draws them);
+/// the header says so; and the file is smaller.
+#[test]
+fn a_recording_without_histograms_keeps_everything_else() {
+    let (_, frames) = read_whole(&fixture("recording-v2.kitty"));
+    let with_hist = |f: &Frame| f.ranks.iter().any(|r| !r.histograms.is_empty());
+    assert!(
+        frames.iter().filter(|f| with_hist(f)).count() > 10,
+        "the fixture's ranks have histograms to leave out"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let full = write(&d, &frames);
+    let small = d.path().join("small.kitty");
+    let mut w = Writer::create(&small, &header().with_histograms(false)).unwrap();
+    for f in &frames {
+        let mut mine = f.clone();
+        w.append_in_place(&mut mine).unwrap();
+        assert_eq!(&mine, f, "the frame keeps its histograms");
+    }
+    w.finish().unwrap();
+    let (r, back) = read_whole(&small);
+    assert_eq!(r.header().histograms, Some(false));
+    assert!(!r.header().keeps_histograms());
+    let expected: Vec<Frame> = frames
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f.ranks
+                .iter_mut()
+                .for_each(|r| r.histograms = Default::default());
+            f
+        })
+        .collect();
+    assert_eq!(back, expected);
+    assert!(
+        back.iter()
+            .flat_map(|f| &f.ranks)
+            .any(|r| r.signal(Sig::RttP99Us).is_some()),
+        "the percentiles are kept without their histograms"
+    );
+    let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&small) < size(&full),
+        "{} >= {}",
+        size(&small),
+        size(&full)
+    );
+    let (r, _) = read_whole(&full);
+    assert!(r.header().keeps_histograms());
+}
+
+/// A 6.0 header (no `histograms`) reads as a recording that kept them all.
+#[test]
+fn a_header_before_6_1_kept_the_histograms() {
+    let json = r#"{"kitty_version":"0.1.0","frame_version":9,"host":"n","interval_ms":500,"start_wall_ns":1,"kernel":"6.18.0"}"#;
+    let h: Header = serde_json::from_str(json).unwrap();
+    assert_eq!(h.histograms, None);
+    assert!(h.keeps_histograms());
+    let h: Header = serde_json::from_str(&json.replace('}', r#","histograms":false}"#)).unwrap();
+    assert!(!h.keeps_histograms());
 }

@@ -40,6 +40,11 @@ pub struct Writer {
     /// What compresses deltas, set up once: its match tables are kept
     /// from one delta to the next instead of allocated for each.
     deltas: Option<DeltaCompressor>,
+    /// Whether the ranks' latency histograms are written (the header's
+    /// [`Header::histograms`]), and where they wait while a frame is
+    /// written without them.
+    histograms: bool,
+    set_aside: Vec<crate::model::Histograms>,
 }
 
 /// What the next delta is written against.
@@ -70,6 +75,8 @@ impl Writer {
             columns: columns::Encoder::default(),
             last: None,
             deltas: None,
+            histograms: header.keeps_histograms(),
+            set_aside: Vec::new(),
         };
         let json = serde_json::to_vec(header).expect("header serializes");
         let mut head = Vec::with_capacity(json.len() + 20);
@@ -100,8 +107,24 @@ impl Writer {
 
     /// [`Writer::append`] without a copy of the frame: the values a delta
     /// leaves out are marked in `frame` while it is encoded, then put back
-    /// (it is as it was when this returns).
+    /// (it is as it was when this returns), and so are its histograms
+    /// when the header says they are left out.
     pub fn append_in_place(&mut self, frame: &mut Frame) -> Result<(), RecordError> {
+        if self.histograms {
+            return self.append_as_is(frame);
+        }
+        self.set_aside.clear();
+        for r in &mut frame.ranks {
+            self.set_aside.push(std::mem::take(&mut r.histograms));
+        }
+        let done = self.append_as_is(frame);
+        for (r, h) in frame.ranks.iter_mut().zip(self.set_aside.drain(..)) {
+            r.histograms = h;
+        }
+        done
+    }
+
+    fn append_as_is(&mut self, frame: &mut Frame) -> Result<(), RecordError> {
         let io = |e| RecordError::Io(self.path.clone(), e);
         // A delta leaves out the rates the reader recomputes; a frame that
         // cannot be written so (one holding the mark itself) is a keyframe.

@@ -370,6 +370,12 @@ impl App {
         self.replay.as_ref()
     }
 
+    /// A replay of a recording that left each tick's latency histograms
+    /// out (their percentiles are in the signals).
+    pub fn histograms_not_recorded(&self) -> bool {
+        self.replay.as_ref().is_some_and(|r| !r.keeps_histograms())
+    }
+
     pub fn is_paused(&self) -> bool {
         self.live.paused
     }

@@ -47,6 +47,11 @@ impl ReplayState {
         self.speed
     }
 
+    /// Whether the recording kept each tick's latency histograms.
+    pub fn keeps_histograms(&self) -> bool {
+        self.reader.header().keeps_histograms()
+    }
+
     pub fn interval_ms(&self) -> u64 {
         self.reader.header().interval_ms
     }

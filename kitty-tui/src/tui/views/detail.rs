@@ -116,8 +116,28 @@ fn sockets(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
     f.render_widget(t, area);
 }
 
+/// The run-queue latency of a tick whose histogram was not recorded.
+fn percentiles_only(r: &RankFrame) -> Paragraph<'static> {
+    let at = |s: Sig| r.signal(s).map_or("-".into(), |v| value(s, v));
+    Paragraph::new(vec![
+        Line::from(format!(
+            "p50 {}  p99 {}  max {}",
+            at(Sig::RunqP50Us),
+            at(Sig::RunqP99Us),
+            at(Sig::RunqMaxUs)
+        )),
+        Line::from("histogram not recorded (record --histograms keeps it)"),
+    ])
+    .block(
+        Block::new()
+            .borders(Borders::TOP)
+            .title("run-queue latency, this tick"),
+    )
+}
+
 fn threads(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
-    // The run-queue latency histogram of this tick, when the probe has one.
+    // The run-queue latency histogram of this tick, when the probe has one
+    // (or its percentiles, when a recording left the histogram out).
     let area = match r.histograms.get(HistKind::RunqUs) {
         Some(h) if !h.is_empty() => {
             let [t, hist] =
@@ -136,6 +156,12 @@ fn threads(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
                 ),
                 hist,
             );
+            t
+        }
+        _ if cx.app.histograms_not_recorded() && r.signal(Sig::RunqP99Us).is_some() => {
+            let [t, note] =
+                Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
+            f.render_widget(percentiles_only(r), note);
             t
         }
         _ => area,
