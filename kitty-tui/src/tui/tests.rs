@@ -592,8 +592,10 @@ fn a_replay_without_histograms_says_so_and_shows_the_percentiles() {
     let mut frames: Vec<Frame> = (0..4).map(|t| frame(t, true, 4)).collect();
     for f in &mut frames {
         let r = &mut f.ranks[2];
-        r.histograms
-            .insert(HistKind::RunqUs, vec![(16.0, 40), (1024.0, 10), (9216.0, 30)]);
+        r.histograms.insert(
+            HistKind::RunqUs,
+            vec![(16.0, 40), (1024.0, 10), (9216.0, 30)],
+        );
         r.signals.set(Sig::RunqP50Us, 16.0);
         r.signals.set(Sig::RunqP99Us, 9216.0);
         r.signals.set(Sig::RunqMaxUs, 9000.0);
@@ -616,7 +618,15 @@ fn a_replay_without_histograms_says_so_and_shows_the_percentiles() {
             !keep,
             "{text}"
         );
-        assert_eq!(text.contains("p99 9.22 ms"), !keep, "{text}");
+        assert!(
+            text.contains("p50 16 us  p99 9.22 ms  max 9 ms"),
+            "the percentiles with or without the histogram: {text}"
+        );
+        assert_eq!(
+            text.contains("≤16 us ███"),
+            keep,
+            "the histogram's bars: {text}"
+        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! The rank detail view: charts of the rank's signals against its peers'
 //! median band, its sockets, its busiest threads and the run-queue latency
-//! histogram of the tick. A cluster rank shows what its node's `serve`
+//! of the tick (its percentiles, and its histogram when there is one). A cluster rank shows what its node's `serve`
 //! answered for it (the drill-down), or its series alone.
 
 use super::Ctx;
@@ -116,19 +116,26 @@ fn sockets(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
     f.render_widget(t, area);
 }
 
-/// The run-queue latency of a tick whose histogram was not recorded.
-fn percentiles_only(r: &RankFrame) -> Paragraph<'static> {
-    let at = |s: Sig| r.signal(s).map_or("-".into(), |v| value(s, v));
-    Paragraph::new(vec![
-        Line::from(format!(
-            "p50 {}  p99 {}  max {}",
-            at(Sig::RunqP50Us),
-            at(Sig::RunqP99Us),
-            at(Sig::RunqMaxUs)
-        )),
-        Line::from("histogram not recorded (record --histograms keeps it)"),
-    ])
-    .block(
+/// The tick's run-queue percentiles as the probe gave them, atop the
+/// panel (the same in live and in a replay, with or without the histogram).
+fn runq_percentiles(r: &RankFrame) -> Option<Line<'static>> {
+    let at = |s: Sig| r.signal(s).map(|v| value(s, v));
+    let (p50, p99, max) = (
+        at(Sig::RunqP50Us)?,
+        at(Sig::RunqP99Us)?,
+        at(Sig::RunqMaxUs)?,
+    );
+    Some(Line::from(format!("p50 {p50}  p99 {p99}  max {max}")))
+}
+
+/// The run-queue panel: the percentiles, then `rest` (the histogram, or
+/// why there is none).
+fn runq_panel(r: &RankFrame, rest: Vec<Line<'static>>) -> Paragraph<'static> {
+    let lines = runq_percentiles(r)
+        .into_iter()
+        .chain(rest)
+        .collect::<Vec<_>>();
+    Paragraph::new(lines).block(
         Block::new()
             .borders(Borders::TOP)
             .title("run-queue latency, this tick"),
@@ -146,22 +153,17 @@ fn threads(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
             let lines = histogram_lines(
                 h,
                 hist.width.saturating_sub(1) as usize,
-                hist.height.saturating_sub(1) as usize,
+                hist.height.saturating_sub(2) as usize,
             );
-            f.render_widget(
-                Paragraph::new(lines).block(
-                    Block::new()
-                        .borders(Borders::TOP)
-                        .title("run-queue latency, this tick"),
-                ),
-                hist,
-            );
+            f.render_widget(runq_panel(r, lines), hist);
             t
         }
         _ if cx.app.histograms_not_recorded() && r.signal(Sig::RunqP99Us).is_some() => {
+            // The percentiles were recorded; the histogram behind them not.
             let [t, note] =
                 Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
-            f.render_widget(percentiles_only(r), note);
+            let why = "histogram not recorded (record --histograms keeps it)";
+            f.render_widget(runq_panel(r, vec![Line::from(why)]), note);
             t
         }
         _ => area,
