@@ -1,7 +1,8 @@
 //! The rank detail view: charts of the rank's signals against its peers'
 //! median band, its sockets, its busiest threads and the run-queue latency
-//! of the tick (its percentiles, and its histogram when there is one). A cluster rank shows what its node's `serve`
-//! answered for it (the drill-down), or its series alone.
+//! of the tick (its percentiles, and its histogram when there is one). A
+//! cluster rank shows what its node's `serve` answered for it (the
+//! drill-down), or its series alone.
 
 use super::Ctx;
 use crate::tui::app::{Drill, DETAIL_SIGNALS};
