@@ -160,12 +160,11 @@ impl RttProbe {
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let h = &own[i];
             let pid = r.key.pid;
-            match h.quantile(0.5) {
-                Some(p50) => {
+            match h.percentiles() {
+                Some([p50, p99, max]) => {
                     r.signals.set(Sig::RttP50Us, p50);
-                    r.signals
-                        .set(Sig::RttP99Us, h.quantile(0.99).unwrap_or(p50));
-                    r.signals.set_opt(Sig::RttMaxUs, h.max_in_interval());
+                    r.signals.set(Sig::RttP99Us, p99);
+                    r.signals.set(Sig::RttMaxUs, max);
                     r.histograms.insert(HistKind::RttUs, h.nonzero());
                     self.held.insert(pid, (p50, 0));
                 }

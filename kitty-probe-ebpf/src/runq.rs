@@ -209,11 +209,10 @@ impl RunqProbe {
             };
             let d = Hist::delta(&raw, self.prev.get(&pid));
             self.prev.insert(pid, raw);
-            if let Some(p50) = d.quantile(0.5) {
+            if let Some([p50, p99, max]) = d.percentiles() {
                 r.signals.set(Sig::RunqP50Us, p50);
-                r.signals
-                    .set(Sig::RunqP99Us, d.quantile(0.99).unwrap_or(p50));
-                r.signals.set_opt(Sig::RunqMaxUs, d.max_in_interval());
+                r.signals.set(Sig::RunqP99Us, p99);
+                r.signals.set(Sig::RunqMaxUs, max);
                 r.histograms.insert(HistKind::RunqUs, d.nonzero());
             }
         }

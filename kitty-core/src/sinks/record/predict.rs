@@ -20,20 +20,25 @@ use std::collections::HashMap;
 /// What a left-out value is written as: no rate or latency is negative.
 pub const RECOMPUTED: f64 = -1.0;
 
-/// What a recording's deltas leave out, by its format's major version.
+/// What a recording's deltas leave out, and how they are recomputed, by
+/// its format's version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recomputed {
     /// Format 5 on: the rank's latency percentiles from its histograms.
     percentiles: bool,
+    /// Format 6.1 on: those percentiles no greater than the recorded max
+    /// (the probes' p50 and p99 are, since 6.1).
+    at_most_max: bool,
 }
 
 impl Recomputed {
     /// What this kitty's writer leaves out.
-    pub const WRITTEN: Recomputed = Recomputed::of_format(super::MAJOR);
+    pub const WRITTEN: Recomputed = Recomputed::of_format(super::MAJOR, super::MINOR);
 
-    pub const fn of_format(major: u16) -> Recomputed {
+    pub const fn of_format(major: u16, minor: u16) -> Recomputed {
         Recomputed {
             percentiles: major >= 5,
+            at_most_max: major > 6 || (major == 6 && minor >= 1),
         }
     }
 }
@@ -88,7 +93,10 @@ const PERCENTILES: [(HistKind, [Sig; 3]); 2] = [
 /// histogram the recording gives back as it is: every bucket on the grid,
 /// its bound unchanged by the recording's rounding (the writer and the
 /// reader then compute from the same numbers).
-fn percentiles(hists: &Histograms, sig: &mut Signals) {
+/// With `at_most_max`, p50 and p99 are no greater than the max recorded
+/// with them (a max left out is the top of the highest bucket, which
+/// neither exceeds, so the writer and the reader agree).
+fn percentiles(hists: &Histograms, have: &Signals, at_most_max: bool, sig: &mut Signals) {
     for (kind, [p50, p99, max]) in PERCENTILES {
         let Some(pairs) = hists.get(kind) else {
             continue;
@@ -107,8 +115,15 @@ fn percentiles(hists: &Histograms, sig: &mut Signals) {
         let Some(median) = grid::quantile(counts.iter().copied(), 0.5) else {
             continue;
         };
-        sig.set(p50, median);
-        sig.set_opt(p99, grid::quantile(counts.iter().copied(), 0.99));
+        let limit = match have.get(max) {
+            Some(m) if at_most_max && m != RECOMPUTED => m,
+            _ => f64::INFINITY,
+        };
+        sig.set(p50, median.min(limit));
+        sig.set_opt(
+            p99,
+            grid::quantile(counts.iter().copied(), 0.99).map(|q| q.min(limit)),
+        );
         if let Some(&(top, _)) = counts.iter().rev().find(|&&(_, n)| n > 0) {
             sig.set(max, grid::bucket_bounds(top).1);
         }
@@ -124,7 +139,7 @@ fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
         .map(|r| {
             let mut sig = Signals::new();
             if what.percentiles {
-                percentiles(&r.histograms, &mut sig);
+                percentiles(&r.histograms, &r.signals, what.at_most_max, &mut sig);
             }
             let Some((counters, infos)) = basis.ranks.get(&r.key).filter(|_| dt > 0.0) else {
                 return (sig, Vec::new());
@@ -357,7 +372,12 @@ mod tests {
             .map(|&(v, n)| (grid::bucket_of(v), n))
             .collect();
         let r = &mut f.ranks[0];
-        let q = |q| grid::quantile(buckets.iter().copied(), q).unwrap();
+        // No greater than the max, as the probe gives them (6.1 on).
+        let q = |q| {
+            grid::quantile(buckets.iter().copied(), q)
+                .unwrap()
+                .min(max_us)
+        };
         r.signals.set(Sig::RunqP50Us, q(0.5));
         r.signals.set(Sig::RunqP99Us, q(0.99));
         r.signals.set(Sig::RunqMaxUs, max_us);
@@ -407,9 +427,19 @@ mod tests {
             .histograms
             .insert(HistKind::RunqUs, vec![(3.5, 40), (45_056.0, 1)]);
         assert_eq!(strip(&basis, &c).unwrap(), c);
+        // The p99 inside the top bucket passed that sample: it is the max,
+        // and recomputed so.
+        assert_eq!(b.ranks[0].signals.get(Sig::RunqP99Us), Some(41_000.0));
+        assert_eq!(out.ranks[0].signals.get(Sig::RunqP99Us), Some(RECOMPUTED));
+        // A 6.0 recording's p99 was never held to the max: its reader
+        // recomputes it as 6.0 wrote it.
+        let mut back = out.clone();
+        fill(&basis, &mut back, Recomputed::of_format(6, 0));
+        let p99 = back.ranks[0].signals.get(Sig::RunqP99Us).unwrap();
+        assert!(p99 > 41_000.0, "{p99}");
         // A format 4 recording left percentiles in: its reader fills none.
         let mut old = out;
-        fill(&basis, &mut old, Recomputed::of_format(4));
+        fill(&basis, &mut old, Recomputed::of_format(4, 0));
         assert_eq!(old.ranks[0].signals.get(Sig::RunqP50Us), Some(RECOMPUTED));
     }
 

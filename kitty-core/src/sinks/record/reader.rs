@@ -41,6 +41,8 @@ pub struct Reader {
     header: Header,
     /// The file's format major version.
     major: u16,
+    /// How its deltas' left-out values are recomputed (by its version).
+    recomputed: predict::Recomputed,
     index: Vec<IndexEntry>,
     warnings: Vec<String>,
     /// The last keyframe decoded (its index and a decompressor with its
@@ -99,6 +101,7 @@ impl Reader {
             path: p,
             header,
             major,
+            recomputed: predict::Recomputed::of_format(major, minor),
             index: Vec::new(),
             warnings: Vec::new(),
             key_cache: None,
@@ -362,7 +365,7 @@ impl Reader {
                 predict::fill(
                     &predict::Basis::of(&last.frame),
                     &mut frame,
-                    predict::Recomputed::of_format(self.major),
+                    self.recomputed,
                 );
             }
             self.chain = Some(Decoded {

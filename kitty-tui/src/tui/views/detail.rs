@@ -10,7 +10,9 @@ use crate::tui::widgets::histogram_lines;
 use kitty_core::model::format::{bytes, value};
 use kitty_core::model::{HistKind, RankFrame, Sig};
 use ratatui::prelude::*;
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Row, Table};
+use ratatui::widgets::{
+    Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Row, Table, Wrap,
+};
 
 /// (seconds, value) points of a ring.
 fn points(ring: Option<&kitty_core::model::history::Ring>) -> Vec<(f64, f64)> {
@@ -162,9 +164,10 @@ fn threads(f: &mut Frame, area: Rect, cx: &Ctx, r: &RankFrame) {
         _ if cx.app.histograms_not_recorded() && r.signal(Sig::RunqP99Us).is_some() => {
             // The percentiles were recorded; the histogram behind them not.
             let [t, note] =
-                Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
+                Layout::vertical([Constraint::Min(3), Constraint::Length(4)]).areas(area);
             let why = "histogram not recorded (record --histograms keeps it)";
-            f.render_widget(runq_panel(r, vec![Line::from(why)]), note);
+            let p = runq_panel(r, vec![Line::from(why)]).wrap(Wrap { trim: true });
+            f.render_widget(p, note);
             t
         }
         _ => area,
