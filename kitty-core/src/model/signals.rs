@@ -2,14 +2,16 @@
 //! get in (a NaN or infinity offered by any source is dropped, so a frame
 //! always serializes and reads back). Serialized as `{name: value}`; names a
 //! reader does not know (a newer kitty wrote them) are skipped, not errors.
+//! Kept as a vector sorted by signal (the order a map would give): a rank
+//! holds a few dozen values, which one allocation holds where a B-tree
+//! took several nodes, and a frame has hundreds of these.
 
 use super::signal::Sig;
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
-use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Signals(BTreeMap<Sig, f64>);
+pub struct Signals(Vec<(Sig, f64)>);
 
 impl Signals {
     pub fn new() -> Self {
@@ -18,12 +20,15 @@ impl Signals {
 
     /// Sets a value; returns false (and keeps nothing) when it is not finite.
     pub fn set(&mut self, sig: Sig, v: f64) -> bool {
-        if v.is_finite() {
-            self.0.insert(sig, v);
-            true
-        } else {
-            false
+        if !v.is_finite() {
+            return false;
         }
+        match self.find(sig) {
+            Ok(i) => self.0[i].1 = v,
+            // Most sources set their values in signal order: an append.
+            Err(i) => self.0.insert(i, (sig, v)),
+        }
+        true
     }
 
     /// Sets the value when there is one.
@@ -33,24 +38,35 @@ impl Signals {
         }
     }
 
+    /// Where `sig` is, or where it would go.
+    fn find(&self, sig: Sig) -> Result<usize, usize> {
+        // The last value first: appends in order find their place at once.
+        match self.0.last() {
+            None => Err(0),
+            Some(&(last, _)) if last < sig => Err(self.0.len()),
+            _ => self.0.binary_search_by(|(k, _)| k.cmp(&sig)),
+        }
+    }
+
     pub fn get(&self, sig: Sig) -> Option<f64> {
-        self.0.get(&sig).copied()
+        self.find(sig).ok().map(|i| self.0[i].1)
     }
 
     pub fn contains(&self, sig: Sig) -> bool {
-        self.0.contains_key(&sig)
+        self.find(sig).is_ok()
     }
 
     pub fn remove(&mut self, sig: Sig) -> Option<f64> {
-        self.0.remove(&sig)
+        self.find(sig).ok().map(|i| self.0.remove(i).1)
     }
 
+    /// In signal order.
     pub fn iter(&self) -> impl Iterator<Item = (Sig, f64)> + '_ {
-        self.0.iter().map(|(k, v)| (*k, *v))
+        self.0.iter().copied()
     }
 
     pub fn keys(&self) -> impl Iterator<Item = Sig> + '_ {
-        self.0.keys().copied()
+        self.0.iter().map(|(k, _)| *k)
     }
 
     pub fn len(&self) -> usize {
@@ -119,6 +135,39 @@ mod tests {
         assert!(!s.set(Sig::RunDelayMsPerS, f64::INFINITY));
         assert_eq!(s.len(), 1);
         assert_eq!(s.get(Sig::CpuPct), Some(3.5));
+    }
+
+    /// Whatever order they are set in, the values come out in signal order,
+    /// each once, as a map would give them.
+    #[test]
+    fn values_stay_in_signal_order() {
+        use std::collections::BTreeMap;
+        let sigs = [
+            Sig::RunDelayMsPerS,
+            Sig::CpuPct,
+            Sig::Fds,
+            Sig::RunqP99Us,
+            Sig::CpuPct,
+            Sig::RttP50Us,
+        ];
+        let mut s = Signals::new();
+        let mut m = BTreeMap::new();
+        for (i, sig) in sigs.into_iter().enumerate() {
+            s.set(sig, i as f64);
+            m.insert(sig, i as f64);
+        }
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            m.clone().into_iter().collect::<Vec<_>>()
+        );
+        assert_eq!(s.remove(Sig::Fds), m.remove(&Sig::Fds));
+        assert_eq!(s.remove(Sig::Fds), None);
+        assert_eq!(s.get(Sig::CpuPct), Some(4.0));
+        assert!(!s.contains(Sig::Fds) && s.contains(Sig::RttP50Us));
+        assert_eq!(
+            s.keys().collect::<Vec<_>>(),
+            m.keys().copied().collect::<Vec<_>>()
+        );
     }
 
     #[test]
