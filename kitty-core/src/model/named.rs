@@ -4,7 +4,6 @@
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
-use std::collections::BTreeMap;
 
 /// An id with a stable snake_case name.
 pub trait Named: Copy + Ord + 'static {
@@ -43,32 +42,44 @@ macro_rules! named_enum {
     };
 }
 
-/// A map keyed by a named id, serialized as `{name: value}`.
+/// A map keyed by a named id, serialized as `{name: value}`: a vector
+/// sorted by key (a frame's maps hold a handful of entries each; one
+/// allocation, in the order a B-tree would give).
 #[derive(Debug, Clone, PartialEq)]
-pub struct NamedMap<K: Named, V>(BTreeMap<K, V>);
+pub struct NamedMap<K: Named, V>(Vec<(K, V)>);
 
 impl<K: Named, V> Default for NamedMap<K, V> {
     fn default() -> Self {
-        NamedMap(BTreeMap::new())
+        NamedMap(Vec::new())
     }
 }
 
 impl<K: Named, V> NamedMap<K, V> {
+    fn find(&self, k: K) -> Result<usize, usize> {
+        self.0.binary_search_by(|(x, _)| x.cmp(&k))
+    }
     pub fn insert(&mut self, k: K, v: V) -> Option<V> {
-        self.0.insert(k, v)
+        match self.find(k) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, v)),
+            Err(i) => {
+                self.0.insert(i, (k, v));
+                None
+            }
+        }
     }
     pub fn get(&self, k: K) -> Option<&V> {
-        self.0.get(&k)
+        self.find(k).ok().map(|i| &self.0[i].1)
     }
     pub fn get_mut(&mut self, k: K) -> Option<&mut V> {
-        self.0.get_mut(&k)
+        self.find(k).ok().map(|i| &mut self.0[i].1)
     }
     pub fn remove(&mut self, k: K) -> Option<V> {
-        self.0.remove(&k)
+        self.find(k).ok().map(|i| self.0.remove(i).1)
     }
     pub fn contains(&self, k: K) -> bool {
-        self.0.contains_key(&k)
+        self.find(k).is_ok()
     }
+    /// In key order.
     pub fn iter(&self) -> impl Iterator<Item = (K, &V)> {
         self.0.iter().map(|(k, v)| (*k, v))
     }
@@ -82,7 +93,11 @@ impl<K: Named, V> NamedMap<K, V> {
 
 impl<K: Named, V> FromIterator<(K, V)> for NamedMap<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        NamedMap(iter.into_iter().collect())
+        let mut m = NamedMap::default();
+        for (k, v) in iter {
+            m.insert(k, v);
+        }
+        m
     }
 }
 
@@ -105,7 +120,7 @@ impl<'de, K: Named, V: serde::Deserialize<'de>> serde::Deserialize<'de> for Name
                 f.write_str("a map keyed by names")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = BTreeMap::new();
+                let mut out = NamedMap::default();
                 while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     match K::from_name(&name) {
                         Some(k) => {
@@ -116,9 +131,40 @@ impl<'de, K: Named, V: serde::Deserialize<'de>> serde::Deserialize<'de> for Name
                         }
                     }
                 }
-                Ok(NamedMap(out))
+                Ok(out)
             }
         }
         d.deserialize_map(Vis(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{HistKind, Histograms, Source, SourceStatus, Sources};
+
+    /// Entries come out in key order whatever order they went in, one per
+    /// key (the last value), and serialize so.
+    #[test]
+    fn a_named_map_keeps_key_order_and_one_entry_a_key() {
+        let mut m = Sources::default();
+        for s in [Source::SockDiag, Source::Procfs, Source::EbpfRunq] {
+            assert!(m.insert(s, SourceStatus::ok()).is_none());
+        }
+        assert!(m.insert(Source::Procfs, SourceStatus::ok()).is_some());
+        let keys: Vec<Source> = m.iter().map(|(k, _)| k).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 3);
+        assert!(m.remove(Source::SockDiag).is_some() && !m.contains(Source::SockDiag));
+        let mut h = Histograms::default();
+        h.insert(HistKind::RunqUs, vec![(2.0, 1)]);
+        h.insert(HistKind::RttUs, vec![(4.0, 3)]);
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(json, r#"{"rtt_us":[[4.0,3]],"runq_us":[[2.0,1]]}"#);
+        let back: Histograms = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, h);
+        h.get_mut(HistKind::RttUs).unwrap().push((8.0, 1));
+        assert_eq!(h.get(HistKind::RttUs).map(Vec::len), Some(2));
     }
 }
