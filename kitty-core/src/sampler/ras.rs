@@ -1,10 +1,10 @@
 //! The NCCL RAS phase: a thread of its own asks each RAS port the ranks
 //! name (NCCL_RAS_ADDR, else localhost:28028) for its report every few
-//! seconds, from inside the rank's network namespace (RAS listens on the
-//! rank's localhost); each tick applies the latest report to the ranks it
-//! names: missing or unresponsive (a flag), collectives behind the most
-//! advanced rank of the communicator (a count), with an event per rank
-//! that goes missing.
+//! seconds (a port that does not answer less and less often), from inside
+//! the rank's network namespace (RAS listens on the rank's localhost); each
+//! tick applies the latest report to the ranks it names: missing or
+//! unresponsive (a flag), collectives behind the most advanced rank of the
+//! communicator (a count), with an event per rank that goes missing.
 
 use super::procs::Sample;
 use crate::model::{Event, EventKind, RankFrame, Sig, Signals, SourceStatus};
@@ -20,6 +20,10 @@ use std::time::Duration;
 /// How often each RAS port is asked (a report costs RAS a collective
 /// across the job's nodes).
 const POLL_EVERY: Duration = Duration::from_secs(5);
+/// A port that failed is asked again after twice as long each time, up to
+/// this (a job without RAS, or with NCCL before 2.28, is not asked every
+/// 5 s for its whole life; RAS matters once a job hangs, minutes in).
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Connection and per-step timeout, and the time RAS may wait for peers.
 const TIMEOUT: Duration = Duration::from_secs(3);
 const RAS_TIMEOUT_S: u32 = 5;
@@ -197,19 +201,59 @@ fn set_max(ranks: &mut PerRank, pid: u32, sig: Sig, v: f64) {
 }
 
 fn poll_loop(shared: Arc<Mutex<Shared>>) {
+    let mut backoff = Backoff::default();
     loop {
         let targets = shared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .targets
             .clone();
-        let mut answers = HashMap::new();
-        for t in targets {
-            let a = ask(&t);
-            answers.insert(t, a);
+        let now = std::time::Instant::now();
+        let mut asked = Vec::new();
+        for t in &targets {
+            if !backoff.due(t, now) {
+                continue;
+            }
+            let a = ask(t);
+            backoff.answered(t, a.is_ok(), now);
+            asked.push((t.clone(), a));
         }
-        shared.lock().unwrap_or_else(|e| e.into_inner()).answers = answers;
+        backoff.keep_only(&targets);
+        let mut sh = shared.lock().unwrap_or_else(|e| e.into_inner());
+        // A port not asked this time keeps its last answer.
+        sh.answers.retain(|t, _| targets.contains(t));
+        sh.answers.extend(asked);
+        drop(sh);
         std::thread::sleep(POLL_EVERY);
+    }
+}
+
+/// When each port that failed is due again: [`POLL_EVERY`] doubled per
+/// failure in a row, at most [`MAX_BACKOFF`].
+#[derive(Default)]
+struct Backoff(HashMap<Target, (u32, std::time::Instant)>);
+
+impl Backoff {
+    fn due(&self, t: &Target, now: std::time::Instant) -> bool {
+        self.0.get(t).is_none_or(|&(_, at)| now >= at)
+    }
+
+    fn answered(&mut self, t: &Target, ok: bool, now: std::time::Instant) {
+        if ok {
+            self.0.remove(t);
+            return;
+        }
+        let failures = self.0.get(t).map_or(0, |f| f.0) + 1;
+        let wait = POLL_EVERY
+            .saturating_mul(1 << (failures - 1).min(8))
+            .min(MAX_BACKOFF);
+        // Due a little early: the loop's own sleep rounds it up.
+        self.0
+            .insert(t.clone(), (failures, now + wait - POLL_EVERY / 2));
+    }
+
+    fn keep_only(&mut self, targets: &[Target]) {
+        self.0.retain(|t, _| targets.contains(t));
     }
 }
 
@@ -259,4 +303,36 @@ fn local_addresses() -> Vec<IpAddr> {
     // SAFETY: the list came from getifaddrs.
     unsafe { libc::freeifaddrs(head) };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A port that keeps failing is asked at 5, 10, 20, 40, then every 60 s
+    /// (the poller wakes every 5 s); one answer and it is asked every 5 s.
+    #[test]
+    fn a_failing_port_is_asked_less_and_less_often() {
+        let t = Target {
+            addr: "localhost:28028".into(),
+            ns: None,
+        };
+        let mut b = Backoff::default();
+        let start = Instant::now();
+        let mut asked_at = Vec::new();
+        for tick in 0..40u64 {
+            let now = start + POLL_EVERY * tick as u32;
+            if b.due(&t, now) {
+                asked_at.push(tick * 5);
+                b.answered(&t, false, now);
+            }
+        }
+        assert_eq!(asked_at, [0, 5, 15, 35, 75, 135, 195]);
+        let now = start + Duration::from_secs(200);
+        b.answered(&t, true, now);
+        assert!(b.due(&t, now + POLL_EVERY));
+        b.keep_only(&[]);
+        assert!(b.0.is_empty());
+    }
 }
