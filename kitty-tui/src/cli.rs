@@ -45,7 +45,8 @@ pub struct Cli {
 pub struct LiveArgs {
     #[command(flatten)]
     pub sampling: Sampling,
-    /// Record the live session to FILE while viewing.
+    /// Record the live session to FILE while viewing (as `record` does
+    /// without `--histograms`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Replace an existing file that is not a kitty recording.
@@ -445,7 +446,8 @@ pub struct DemoCmd {
     /// Network stragglers: how long the job runs healthy before the fault.
     #[arg(long, default_value = "3s", value_parser = fault_after)]
     pub fault_after: Duration,
-    /// Record the session to FILE while viewing.
+    /// Record the session to FILE while viewing (as `record` does without
+    /// `--histograms`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Replace an existing file that is not a kitty recording.
