@@ -215,11 +215,10 @@ fn a_small_steady_run_delay_asymmetry_is_a_finding_within_the_window() {
         .to_vec()
     });
     // The machine decides how much a niced neighbour delays a rank: pick
-    // the neighbour's size that gives a steady asymmetry under the acute
-    // floor (several times the peers, under 25 ms/s above them).
-    let mut chosen = None;
-    for threads in [3, 4, 5, 6, 8] {
-        let hog = procs.push(
+    // the neighbour's size that gives the largest asymmetry still under
+    // the acute floor (several times the peers, under 25 ms/s above them).
+    let mut hog_of = |threads: u32| {
+        procs.push(
             Command::new("nice")
                 .args(["-n", "19"])
                 .arg(kitty_bin())
@@ -233,24 +232,35 @@ fn a_small_steady_run_delay_asymmetry_is_a_finding_within_the_window() {
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap(),
-        );
+        )
+    };
+    let mut best: Option<(u32, f64)> = None;
+    for threads in [3, 4, 5, 6, 7, 8, 10] {
+        let hog = hog_of(threads);
         let (me, peers) = run_delay_p50s(&record_for(6, "10s"));
-        eprintln!("{threads} niced threads: rank 2 {me:.2} ms/s, peers {peers:.2} ms/s");
-        // A margin on both sides: the finding needs 5x over its window,
-        // and any tick of rank 2 over the acute floor (25 ms/s) is a
-        // verdict, which the finding defers to (one CI run picked 20.8
-        // against 1.0 and had only verdicts).
-        if me >= 8.0 * peers.max(0.02) && me - peers < 15.0 {
-            chosen = Some(hog);
-            break;
-        }
         // SAFETY: signalling a child we started.
         unsafe { libc::kill(hog as i32, libc::SIGKILL) };
+        eprintln!("{threads} niced threads: rank 2 {me:.2} ms/s, peers {peers:.2} ms/s");
+        // Any tick of rank 2 over the acute floor (25 ms/s) is a verdict,
+        // which the finding defers to (one CI run picked 20.8 against 1.0
+        // and had only verdicts): a margin of 10 ms/s. A larger neighbour
+        // only delays rank 2 more.
+        if me - peers >= 15.0 {
+            break;
+        }
+        let ratio = me / peers.max(0.02);
+        if best.is_none_or(|(_, r)| ratio > r) {
+            best = Some((threads, ratio));
+        }
     }
-    let Some(_hog) = chosen else {
+    // The finding needs 5x over its window: a margin of 6x (8x and 15
+    // ms/s over the peers could not both hold in some CI runs).
+    let Some((threads, _)) = best.filter(|&(_, r)| r >= 6.0) else {
         skip("steady asymmetry: no neighbour size gave a small steady asymmetry here");
         return;
     };
+    eprintln!("chose {threads} niced threads");
+    let _hog = hog_of(threads);
     let frames = record_for(16, "10s");
     let found = findings_of(&frames, FindingKind::RunDelayAsymmetry);
     let mine: Vec<_> = found.iter().filter(|(r, _)| r == &vec![Some(2)]).collect();
