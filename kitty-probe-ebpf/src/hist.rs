@@ -107,15 +107,12 @@ impl Hist {
         })
     }
 
-    /// The interval's p50, p99 and max, the two quantiles no greater than
-    /// the max: interpolating inside the top bucket could pass its largest
-    /// sample (a p99 of 18.0 ms beside a max of 17.1). A recording
-    /// recomputes them so (`predict`, format 6.1 on).
+    /// The interval's p50, p99 and max ([`grid::p50_p99`]: the two
+    /// quantiles no greater than the max).
     pub fn percentiles(&self) -> Option<[f64; 3]> {
-        let p50 = self.quantile(0.5)?;
-        let p99 = self.quantile(0.99).unwrap_or(p50);
         let max = self.max_in_interval()?;
-        Some([p50.min(max), p99.min(max), max])
+        let (p50, p99) = grid::p50_p99(self.buckets.iter().copied().enumerate(), max)?;
+        Some([p50, p99, max])
     }
 
     /// Non-empty buckets as (upper bound, count), for the frame.

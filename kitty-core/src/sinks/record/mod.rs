@@ -66,9 +66,8 @@ pub const MAJOR: u16 = 6;
 /// 6.1: the header also says whether each tick's latency histograms were
 /// kept ([`Header::histograms`]; a 6.0 file always kept them), and a rank's
 /// p50 and p99 are no greater than its max (recomputed so; a 6.0 file's
-/// as they were). 6.0 (and
-/// 5.1): the header also names the kernel the recording was taken on (a
-/// 5.0 file replays without it).
+/// as they were). 6.0 (and 5.1): the header also names the kernel the
+/// recording was taken on (a 5.0 file replays without it).
 pub const MINOR: u16 = 1;
 /// A keyframe every this many frames (16 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes (20 ms in the seek

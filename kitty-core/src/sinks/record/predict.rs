@@ -112,18 +112,15 @@ fn percentiles(hists: &Histograms, have: &Signals, at_most_max: bool, sig: &mut 
             })
             .collect();
         let Some(counts) = on_grid else { continue };
-        let Some(median) = grid::quantile(counts.iter().copied(), 0.5) else {
-            continue;
-        };
         let limit = match have.get(max) {
             Some(m) if at_most_max && m != RECOMPUTED => m,
             _ => f64::INFINITY,
         };
-        sig.set(p50, median.min(limit));
-        sig.set_opt(
-            p99,
-            grid::quantile(counts.iter().copied(), 0.99).map(|q| q.min(limit)),
-        );
+        let Some((median, q99)) = grid::p50_p99(counts.iter().copied(), limit) else {
+            continue;
+        };
+        sig.set(p50, median);
+        sig.set(p99, q99);
         if let Some(&(top, _)) = counts.iter().rev().find(|&&(_, n)| n > 0) {
             sig.set(max, grid::bucket_bounds(top).1);
         }
@@ -373,13 +370,9 @@ mod tests {
             .collect();
         let r = &mut f.ranks[0];
         // No greater than the max, as the probe gives them (6.1 on).
-        let q = |q| {
-            grid::quantile(buckets.iter().copied(), q)
-                .unwrap()
-                .min(max_us)
-        };
-        r.signals.set(Sig::RunqP50Us, q(0.5));
-        r.signals.set(Sig::RunqP99Us, q(0.99));
+        let (p50, p99) = grid::p50_p99(buckets.iter().copied(), max_us).unwrap();
+        r.signals.set(Sig::RunqP50Us, p50);
+        r.signals.set(Sig::RunqP99Us, p99);
         r.signals.set(Sig::RunqMaxUs, max_us);
         let pairs = buckets
             .iter()

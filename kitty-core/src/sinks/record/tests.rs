@@ -415,6 +415,18 @@ fn a_format_5_recording_still_replays() {
     assert_eq!(frames, v2);
 }
 
+/// Writes `frames` to `path` the recorder's way (in place, no copy), each
+/// frame put back as it was.
+fn write_in_place(path: &std::path::Path, header: &Header, frames: &[Frame]) {
+    let mut w = Writer::create(path, header).unwrap();
+    for f in frames {
+        let mut mine = f.clone();
+        w.append_in_place(&mut mine).unwrap();
+        assert_eq!(&mine, f, "put back as it was");
+    }
+    w.finish().unwrap();
+}
+
 /// Appending in place (the recorder's way: no copy of the frame) writes
 /// the same bytes as appending a copy, and leaves each frame as it was,
 /// on the real 3-rank frames, whose rates are left out of the deltas.
@@ -424,13 +436,7 @@ fn appending_in_place_writes_the_same_and_changes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let copied = write(&d, &frames);
     let in_place = d.path().join("in-place.kitty");
-    let mut w = Writer::create(&in_place, &header()).unwrap();
-    for f in &frames {
-        let mut mine = f.clone();
-        w.append_in_place(&mut mine).unwrap();
-        assert_eq!(&mine, f, "put back as it was");
-    }
-    w.finish().unwrap();
+    write_in_place(&in_place, &header(), &frames);
     let (r, back) = read_whole(&in_place);
     assert!(r.index().iter().filter(|e| e.predicted).count() > 10);
     assert_eq!(back, frames);
@@ -456,13 +462,8 @@ fn a_recording_without_histograms_keeps_everything_else() {
     let d = tempfile::tempdir().unwrap();
     let full = write(&d, &frames);
     let small = d.path().join("small.kitty");
-    let mut w = Writer::create(&small, &header().with_histograms(false)).unwrap();
-    for f in &frames {
-        let mut mine = f.clone();
-        w.append_in_place(&mut mine).unwrap();
-        assert_eq!(&mine, f, "the frame keeps its histograms");
-    }
-    w.finish().unwrap();
+    // The frames given keep their histograms (the live view draws them).
+    write_in_place(&small, &header().with_histograms(false), &frames);
     let (r, back) = read_whole(&small);
     assert_eq!(r.header().histograms, Some(false));
     assert!(!r.header().keeps_histograms());
