@@ -85,8 +85,8 @@ fn parsed() -> Result<Arc<Parsed>> {
     // returns (no lifetime) keep the reference beyond it.
     let borrowed: &'static Btf = unsafe { &*Arc::as_ptr(&btf) };
     loader.btf(Some(borrowed));
-    // Task storage (runq) is used only by the kernel side; aya has no
-    // user-space type for it, which is fine.
+    // Maps aya has no user-space type for (none now; task storage was one)
+    // are used only by the kernel side, which is fine.
     loader.allow_unsupported_maps();
     let p = Arc::new(Parsed {
         loader: Mutex::new(loader),
@@ -163,6 +163,13 @@ fn classify(s: &str) -> ProbeError {
     let root = unsafe { libc::geteuid() } == 0;
     if s.contains("unknown BTF type") {
         return ProbeError::NotInBtf;
+    }
+    // aya's mark on an instruction whose CO-RE relocation found no such
+    // field in this kernel (0xbad2310), which the verifier then rejects.
+    if s.contains("unknown#195896080") || s.contains("invalid func unknown#195896080") {
+        return ProbeError::Kernel(
+            "a kernel field it reads is not in this kernel (CO-RE relocation failed)".into(),
+        );
     }
     if s.contains("devices/kprobe/type") {
         return ProbeError::NoKprobes;

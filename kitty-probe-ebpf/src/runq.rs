@@ -116,15 +116,7 @@ pub struct RunqProbe {
 impl RunqProbe {
     pub fn start() -> Result<RunqProbe, ProbeError> {
         let mut ebpf = load::load_object(objects::RUNQ, &[])?;
-        load::attach_all(
-            &mut ebpf,
-            &[
-                ("runq_wakeup", "sched_wakeup"),
-                ("runq_wakeup_new", "sched_wakeup_new"),
-                ("runq_switch", "sched_switch"),
-                ("runq_exit", "sched_process_exit"),
-            ],
-        )?;
+        load::attach_all(&mut ebpf, &[("runq_switch", "sched_switch")])?;
         let watched = SlotFilter::take(&mut ebpf)?;
         let raw = ebpf
             .take_map("culprits")
@@ -223,7 +215,7 @@ impl RunqProbe {
 
     /// What it attached and how it reads the culprits, as `doctor` says.
     pub fn strategy(&self) -> String {
-        let hooks = "tp_btf/sched_wakeup+sched_switch";
+        let hooks = "tp_btf/sched_switch (sched_info.last_queued)";
         match (&self.culprit_iter, &self.culprit_batch) {
             (Ok(_), _) => format!("{hooks}, culprits by iter/bpf_map_elem"),
             (Err(why), Ok(_)) => {
@@ -262,6 +254,14 @@ impl RunqProbe {
             }
             CulpritRead::Lookups => self.culprits.iter().filter_map(Result::ok).collect(),
         })
+    }
+
+    /// The waits of a watched process counted so far, in us, and how many
+    /// (for the test that they add up to the kernel's run delay).
+    #[doc(hidden)]
+    pub fn waits_of(&self, pid: u32) -> Option<(u64, u64)> {
+        let h = self.watched.hist_of(pid)?;
+        Some((h.sum_us, h.count))
     }
 
     /// The charges read one way, sorted (for the test that the ways

@@ -12,8 +12,6 @@ use support::*;
 /// The names our programs carry in the kernel (the C function names).
 const PROGRAMS: &[&str] = &[
     "tp_tcp_probe",
-    "runq_wakeup",
-    "runq_wakeup_new",
     "runq_switch",
     "flow_send",
     "flow_recv",

@@ -151,7 +151,7 @@ catalog! {
     LinkRttUs = "link_rtt_us", RANK, "link RTT", Micros, "eBPF", "lowest per-connection RTT median among the connections crossing the rank's link";
     RunqP50Us = "runq_p50_us", RANK, "run-queue latency p50", Micros, "eBPF sched", "median wait from runnable to running (eBPF probe)";
     RunqMaxUs = "runq_max_us", RANK, "run-queue latency max", Micros, "eBPF sched", "longest wait from runnable to running in the tick (eBPF probe)";
-    RunqP99Us = "runq_p99_us", RANK, "run-queue latency p99", Micros, "eBPF sched", "p99 wakeup-to-run latency (eBPF probe)";
+    RunqP99Us = "runq_p99_us", RANK, "run-queue latency p99", Micros, "eBPF sched", "p99 wait from runnable to running (eBPF probe)";
     GpuUtilPct = "gpu_util_pct", RANK, "GPU utilization", Percent, "NVML", "utilization of the rank's GPU";
     GpuSmClockMhz = "gpu_sm_clock_mhz", RANK, "GPU SM clock", Mhz, "NVML", "SM clock of the rank's GPU";
     GpuSmActivePct = "gpu_sm_active_pct", RANK, "GPU SM activity", Percent, "NVML GPM", "SM activity of the rank's GPU (Hopper+)";

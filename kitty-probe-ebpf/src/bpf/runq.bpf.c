@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Run-queue latency of the watched processes, and who ran instead.
+/* Run-queue latency of the watched processes, and who ran instead, from
+ * sched_switch alone.
  *
  * Latency: the time from a thread becoming runnable (woken, or preempted
- * while still runnable) to it running. Only watched tgids are timed; the
- * user side keeps the filter in step with discovery. One histogram per tgid.
+ * while still runnable) to it running. The scheduler keeps that moment
+ * itself (`sched_info.last_queued`, by the runqueue's clock, set when the
+ * thread is queued and cleared just after this tracepoint, when it
+ * arrives), so a switch to a watched thread reads it and the runqueue's
+ * clock: no wakeup program, no per-thread storage, no clock helper. Only
+ * watched tgids are timed; the user side keeps the filter in step with
+ * discovery. One histogram per tgid. A wait cut by a migration (the
+ * balancer pulling a waiting thread to another CPU) counts from its
+ * queueing on the CPU it ran on, as the kernel's own accounting splits it.
  *
- * Who ran instead: while a watched thread waits in a CPU's queue, every
- * switch on that CPU is recorded (when, and which task got the CPU) in the
- * CPU's small ring. When the watched thread finally runs, its wait is split
- * among the tasks that held that CPU meanwhile and charged to them, per
- * (rank, task), in the kernel. A CPU with no watched thread waiting only
- * notes its current task (one store). */
+ * Who ran instead: every switch notes, in its CPU's small ring, when and
+ * which task got the CPU (two stores). When a watched thread runs, its wait
+ * is split among the tasks that held this CPU meanwhile and charged to
+ * them, per (rank, task), in the kernel. Only this CPU writes and reads its
+ * ring, always under its runqueue's lock: no races. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -29,7 +36,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_WATCHED 1024
 #define COLLIDED 0xffffffff
 #define MAX_CPUS 1024
-#define RING 16 /* a power of two */
+#define RING 32 /* a power of two: the switches a wait can be split among */
 
 struct slot {
 	u32 tgid;   /* 0: empty */
@@ -50,32 +57,29 @@ struct {
 	__type(value, u32); /* idx */
 } watched SEC(".maps");
 
-/* Per thread: when it became runnable, and the CPU whose queue counts it. */
-struct wait {
-	u64 since;
-	u32 cpu;
-	u32 counted;
-};
+/* The fields beyond kitty.h's that the switch reads (CO-RE flavours:
+ * the loader matches them to the kernel's types by name). `cfs_rq.rq` needs
+ * CONFIG_FAIR_GROUP_SCHED and `sched_info` CONFIG_SCHED_INFO; the user side
+ * checks both in the kernel's BTF before loading. */
+struct rq___runq { u64 clock; } PRESERVE;
+struct cfs_rq___runq { struct rq___runq *rq; } PRESERVE;
+struct sched_entity___runq { struct cfs_rq___runq *cfs_rq; } PRESERVE;
+struct sched_info___runq { unsigned long long last_queued; } PRESERVE;
+struct task_struct___runq {
+	int tgid;
+	struct sched_entity___runq se;
+	struct sched_info___runq sched_info;
+} PRESERVE;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct wait);
-} waits SEC(".maps");
-
-/* A switch on a CPU: at `ts`, `tgid` got the CPU. */
+/* A switch on a CPU: at `ts` (its runqueue's clock), `tgid` got the CPU. */
 struct rec {
 	u64 ts;
 	u32 tgid;
 	u32 _pad;
 };
 
-/* Per CPU: watched threads waiting in its queue, the task on it now, and
- * the switches recorded while someone waited. */
-struct cpu_queue {
-	u32 waiting;
-	u32 current;
+/* Per CPU: the last RING switches. */
+struct cpu_ring {
 	u32 head;
 	u32 _pad;
 	struct rec rec[RING];
@@ -85,8 +89,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_CPUS);
 	__type(key, u32);
-	__type(value, struct cpu_queue);
-} queues SEC(".maps");
+	__type(value, struct cpu_ring);
+} rings SEC(".maps");
 
 struct culprit_key {
 	u32 rank;    /* the waiting rank's tgid */
@@ -129,73 +133,12 @@ static __always_inline s32 watched_idx(u32 tgid)
 	return v->tgid == tgid ? (s32)v->idx : -1;
 }
 
-static __always_inline bool is_watched(u32 tgid)
-{
-	return watched_idx(tgid) >= 0;
-}
-
-/* The clock, read at most once per program run. */
-static __always_inline u64 clock(u64 *now)
-{
-	if (!*now)
-		*now = bpf_ktime_get_ns();
-	return *now;
-}
-
-static __always_inline u32 task_cpu(struct task_struct *p)
-{
-	if (bpf_core_field_exists(p->thread_info.cpu))
-		return BPF_CORE_READ(p, thread_info.cpu);
-	return bpf_get_smp_processor_id();
-}
-
-static __always_inline struct cpu_queue *queue_of(u32 cpu)
-{
-	if (cpu >= MAX_CPUS)
-		return NULL;
-	return bpf_map_lookup_elem(&queues, &cpu);
-}
-
-/* Records a switch. Two CPUs may race for one slot (a wakeup on another
- * CPU noting the first waiter): a lost record only blurs a share. */
-static __always_inline void push(struct cpu_queue *q, u64 ts, u32 tgid)
-{
-	u32 h = q->head;
-	q->head = h + 1;
-	u32 i = h & (RING - 1);
-	q->rec[i].ts = ts;
-	q->rec[i].tgid = tgid;
-}
-
-static __always_inline void mark_runnable(struct task_struct *p, u64 *clk)
-{
-	if (!is_watched(p->tgid))
-		return;
-	struct wait *w = bpf_task_storage_get(&waits, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!w)
-		return;
-	u64 now = clock(clk);
-	w->since = now;
-	if (w->counted)
-		return;
-	u32 cpu = task_cpu(p);
-	struct cpu_queue *q = queue_of(cpu);
-	if (!q)
-		return;
-	/* The first waiter notes who holds the CPU as the wait begins (two
-	 * first waiters at once just note it twice). */
-	u32 before = q->waiting;
-	__sync_fetch_and_add(&q->waiting, 1);
-	if (before == 0)
-		push(q, now, q->current);
-	w->cpu = cpu;
-	w->counted = 1;
-}
-
-static __always_inline void charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
+/* A global function: the verifier checks it once, not at every call site
+ * of the split's loop (which, inlined, was too many paths for it). */
+__attribute__((noinline)) int charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
 {
 	if (!ns)
-		return;
+		return 0;
 	struct culprit_key k = { .rank = rank, .tgid = tgid };
 	struct culprit *c = bpf_map_lookup_elem(&culprits, &k);
 	if (!c) {
@@ -203,22 +146,25 @@ static __always_inline void charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
 		bpf_map_update_elem(&culprits, &k, &zero, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&culprits, &k);
 		if (!c)
-			return;
+			return 0;
 	}
 	__sync_fetch_and_add(&c->wait_ns, ns);
 	c->cpu = cpu;
+	return 0;
 }
 
-/* Splits [since, now) on the waiting thread's queue among the tasks that got
- * that CPU meanwhile: newest record first, each owning the time until the
- * next switch. Consecutive records of one task are charged once. */
-static __always_inline void split_wait(u32 rank, struct cpu_queue *q, u32 cpu, u64 since, u64 now)
+/* Splits [since, now) among the tasks that got this CPU meanwhile, from
+ * the ring's newest record back (the newest, `skip` of them, are the
+ * switch being handled): each owns the time until the next switch.
+ * Consecutive records of one task are charged once. Time before the ring's
+ * oldest record (more than RING switches in one wait) is not charged. */
+static __always_inline void split_wait(u32 rank, struct cpu_ring *q, u32 cpu, u64 since, u64 now)
 {
 	u32 head = q->head;
 	u64 end = now;
 	u32 owner = 0;
 	u64 owned = 0;
-	for (int k = 0; k < RING; k++) {
+	for (int k = 1; k < RING; k++) {
 		struct rec *r = &q->rec[(head - 1 - k) & (RING - 1)];
 		u64 ts = r->ts;
 		u64 start = ts > since ? ts : since;
@@ -237,59 +183,40 @@ static __always_inline void split_wait(u32 rank, struct cpu_queue *q, u32 cpu, u
 	charge(rank, owner, owned, cpu);
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(runq_wakeup, struct task_struct *p)
-{
-	u64 now = 0;
-	mark_runnable(p, &now);
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(runq_wakeup_new, struct task_struct *p)
-{
-	u64 now = 0;
-	mark_runnable(p, &now);
-	return 0;
-}
-
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	u64 now = 0;
-	/* A thread switched out while still runnable waits in the queue again. */
-	if (task_state(prev) == TASK_RUNNING)
-		mark_runnable(prev, &now);
+	struct task_struct___runq *n = (void *)next;
+	/* The runqueue's clock, updated as this schedule began; `next` is
+	 * on this CPU's runqueue (the idle task included). */
+	u64 now = n->se.cfs_rq->rq->clock;
+	u32 tgid = n->tgid;
+	u32 cpu = bpf_get_smp_processor_id();
+	if (cpu >= MAX_CPUS)
+		return 0;
+	struct cpu_ring *q = bpf_map_lookup_elem(&rings, &cpu);
+	if (!q)
+		return 0;
+	u32 h = q->head;
+	q->head = h + 1;
+	q->rec[h & (RING - 1)].ts = now;
+	q->rec[h & (RING - 1)].tgid = tgid;
 
-	u32 tgid = next->tgid;
-	struct cpu_queue *q = queue_of(bpf_get_smp_processor_id());
-	if (q) {
-		q->current = tgid;
-		if (q->waiting)
-			push(q, clock(&now), tgid);
-	}
 	s32 idx = watched_idx(tgid);
 	if (idx < 0)
 		return 0;
-	struct wait *w = bpf_task_storage_get(&waits, next, 0, 0);
-	if (!w || !w->since)
+	/* Equal when the thread preempted the one it woke on: the scheduler
+	 * then skips the clock update (the kernel's own run delay counts such
+	 * a wait as 0 too); a few us that only ktime would see. */
+	u64 since = n->sched_info.last_queued;
+	if (!since || since > now)
 		return 0;
-	clock(&now);
-	u64 since = w->since;
-	w->since = 0;
-	if (w->counted) {
-		w->counted = 0;
-		struct cpu_queue *wq = queue_of(w->cpu);
-		if (wq) {
-			__sync_fetch_and_add(&wq->waiting, -1);
-			split_wait(tgid, wq, w->cpu, since, now);
-		}
-	}
+	split_wait(tgid, q, cpu, since, now);
 	u64 delta_us = (now - since) / 1000;
 	u32 key = (u32)idx;
-	struct hist *h = bpf_map_lookup_elem(&runq_hist, &key);
-	if (h)
-		hist_add(h, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
+	struct hist *hi = bpf_map_lookup_elem(&runq_hist, &key);
+	if (hi)
+		hist_add(hi, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
 	return 0;
 }
 
@@ -308,21 +235,5 @@ int dump_culprits(struct bpf_iter__bpf_map_elem *ctx)
 		struct culprit v;
 	} row = { *k, *v };
 	bpf_seq_write(seq, &row, sizeof(row));
-	return 0;
-}
-
-/* A watched thread that exits while counted in a queue leaves it. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(runq_exit, struct task_struct *p)
-{
-	if (!is_watched(p->tgid))
-		return 0;
-	struct wait *w = bpf_task_storage_get(&waits, p, 0, 0);
-	if (!w || !w->counted)
-		return 0;
-	w->counted = 0;
-	struct cpu_queue *q = queue_of(w->cpu);
-	if (q)
-		__sync_fetch_and_add(&q->waiting, -1);
 	return 0;
 }

@@ -230,7 +230,7 @@ impl Exporter {
         );
         reg.register(
             "kitty_rank_runq_latency_seconds",
-            "wakeup-to-run latency of the rank's threads (eBPF sched), cumulative",
+            "runnable-to-running latency of the rank's threads (eBPF sched_switch), cumulative",
             self.runq.clone(),
         );
         reg.register(
