@@ -162,6 +162,17 @@ pub fn start(args: &DemoArgs, fault_after: std::time::Duration) -> Result<DemoJo
     let work = (ring::work_units_per_ms() / 4).max(1);
     let straggler = (args.straggler == Straggler::Cpu).then_some(n / 2);
     let hog_cpu = ncpus() - 1;
+    // Peers kept off the hog's CPU share the others: each CPU carries one
+    // rank's work. On a 2-CPU machine three peers on one CPU, each with a
+    // whole rank's work, waited for each other: the one after the
+    // straggler 25-40 ms/s (its peers 3-6), a second, false run-queue
+    // verdict. The straggler keeps the whole work; its lateness is the
+    // hog's doing (~9 ms a step, against 0.25 ms of work).
+    let peers_per_cpu = if straggler.is_some() && ncpus() > 1 {
+        (n - 1).div_ceil(ncpus() - 1) as u64
+    } else {
+        1
+    };
     #[cfg(feature = "netlab")]
     let lab = if args.straggler.is_net() {
         Some(net::NetFault::new(n).map_err(|err| DemoError::Start {
@@ -183,7 +194,12 @@ pub fn start(args: &DemoArgs, fault_after: std::time::Duration) -> Result<DemoJo
     for rank in 0..n {
         let mut cmd = ring::rank_command(&exe, rank, &ports, JOB_NAME);
         // The ranks report their all-reduces as NCCL Inspector would.
-        cmd.args(["--work", &work.to_string()])
+        let rank_work = if straggler.is_some_and(|s| s != rank) {
+            (work / peers_per_cpu).max(1)
+        } else {
+            work
+        };
+        cmd.args(["--work", &rank_work.to_string()])
             .env("NCCL_INSPECTOR_ENABLE", "1")
             .env("NCCL_INSPECTOR_DUMP_DIR", &inspector_dir)
             .stdin(Stdio::null())
