@@ -342,3 +342,27 @@ fn completions_and_the_man_page_build() {
         "{page}"
     );
 }
+
+#[test]
+fn record_stops_on_sigint_sigterm_and_sighup_with_every_frame_kept() {
+    let _g = serial();
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let mut rec = LiveRecord::start(&["--no-ebpf", "--no-gpu", "--interval", "5s"]);
+        let first = rec.wait_for(10, |fs| (!fs.is_empty()).then_some(()));
+        assert!(first.is_some(), "recording started");
+        let t = std::time::Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(rec.pid() as i32, sig) };
+        let st = rec.wait();
+        // The signal wakes the writer's wait for the next frame (5 s away);
+        // it does not poll for it (its backstop is 60 s).
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(4),
+            "signal {sig}: stopped after {:?}",
+            t.elapsed()
+        );
+        assert!(st.success(), "signal {sig}: record exited with {st}");
+        let (frames, skipped) = Reader::open(&rec.path).unwrap().read_all();
+        assert!(skipped.is_empty() && !frames.is_empty(), "signal {sig}");
+    }
+}

@@ -54,6 +54,8 @@ impl Pipeline {
 
 /// How often a drive loop looks at its stop flag while no frame comes.
 const POLL_STOP: Duration = Duration::from_millis(250);
+/// The same when the flag's setter wakes the loop: only a backstop.
+const WOKEN_POLL: Duration = Duration::from_secs(60);
 
 pub struct Engine {
     stop: Arc<AtomicBool>,
@@ -63,6 +65,20 @@ pub struct Engine {
 /// The consumer's end: frames in order, per its delivery policy.
 pub struct Frames {
     queue: Arc<queue::Queue>,
+    /// Whoever sets the drive loop's stop flag wakes it ([`StopWaker`]):
+    /// it then waits for frames alone instead of polling the flag.
+    woken_on_stop: bool,
+}
+
+/// Wakes a drive loop to look at its stop flag at once; call it after
+/// setting the flag.
+#[derive(Clone)]
+pub struct StopWaker(Arc<queue::Queue>);
+
+impl StopWaker {
+    pub fn wake(&self) {
+        self.0.interrupt();
+    }
 }
 
 /// Why a drive loop ended.
@@ -120,7 +136,10 @@ impl Engine {
                 stop,
                 handle: Some(handle),
             },
-            Frames { queue: q },
+            Frames {
+                queue: q,
+                woken_on_stop: false,
+            },
         )
     }
 
@@ -143,6 +162,14 @@ impl Drop for Engine {
 }
 
 impl Frames {
+    /// A waker for `drive`'s stop flag. From then on `drive` does not poll
+    /// the flag (a wakeup every 250 ms while frames come every 500): the
+    /// one who sets it must call [`StopWaker::wake`].
+    pub fn stop_waker(&mut self) -> StopWaker {
+        self.woken_on_stop = true;
+        StopWaker(self.queue.clone())
+    }
+
     pub fn recv_timeout(&self, wait: Duration) -> Recv {
         self.queue.recv_timeout(wait)
     }
@@ -174,11 +201,16 @@ impl Frames {
             if left == Some(Duration::ZERO) {
                 return Ok(End::Elapsed);
             }
-            // `stop` is set from a signal handler, which cannot wake the
-            // queue: it is polled, at a quarter second (a wakeup costs a
-            // context switch; a stop within 250 ms is soon enough), and
-            // `until` is kept to the millisecond.
-            let wait = left.map_or(POLL_STOP, |l| l.min(POLL_STOP));
+            // Unless whoever sets `stop` wakes the queue (`stop_waker`),
+            // it is polled, at a quarter second (a wakeup costs a context
+            // switch; a stop within 250 ms is soon enough); `until` is
+            // kept to the millisecond.
+            let poll = if self.woken_on_stop {
+                WOKEN_POLL
+            } else {
+                POLL_STOP
+            };
+            let wait = left.map_or(poll, |l| l.min(poll));
             match self.recv_timeout(wait) {
                 Recv::Frame(f) => {
                     if sink(*f)?.is_break() {
@@ -341,5 +373,52 @@ mod tests {
             got[1].dropped_frames, gap,
             "each delivery counts its own drops"
         );
+    }
+
+    #[test]
+    fn a_drive_loop_with_a_stop_waker_stops_when_woken_not_at_its_poll() {
+        // A 30 s interval: no frame comes to end the wait after the first.
+        let (mut engine, mut frames) =
+            Engine::start(cfg(30_000), Pipeline::new(), Delivery::Lossless);
+        let waker = frames.stop_waker();
+        let stop = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.store(true, Ordering::SeqCst);
+                waker.wake();
+            })
+        };
+        let t = std::time::Instant::now();
+        let end = frames.drive(&stop, None, |_| Ok::<_, ()>(ControlFlow::Continue(())));
+        setter.join().unwrap();
+        engine.stop();
+        assert_eq!(end, Ok(End::Stopped));
+        // Unwoken it would have slept for its backstop (60 s).
+        assert!(t.elapsed() < WOKEN_POLL / 2, "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_wake_before_the_wait_is_not_lost() {
+        let q = queue::Queue::new(Delivery::Lossless);
+        q.interrupt();
+        assert!(matches!(
+            q.recv_timeout(Duration::from_secs(60)),
+            Recv::Timeout
+        ));
+        // Taken by that wait: the next one waits as asked.
+        assert!(matches!(
+            q.recv_timeout(Duration::from_millis(10)),
+            Recv::Timeout
+        ));
+        let stop = AtomicBool::new(false);
+        q.interrupt();
+        assert!(q.push(Frame::default(), &stop));
+        // A frame there is delivered rather than the wake.
+        assert!(matches!(
+            q.recv_timeout(Duration::from_secs(60)),
+            Recv::Frame(_)
+        ));
     }
 }

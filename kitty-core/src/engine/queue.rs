@@ -43,6 +43,8 @@ struct State {
     abandoned: bool,
     /// Frames dropped since the last one delivered.
     dropped: u64,
+    /// The consumer was woken to look at its stop flag.
+    interrupted: bool,
 }
 
 pub(super) struct Queue {
@@ -111,6 +113,13 @@ impl Queue {
         self.ready.notify_all();
     }
 
+    /// Wakes the consumer's wait (now, or its next if it is not waiting):
+    /// that wait returns `Timeout`.
+    pub fn interrupt(&self) {
+        self.lock().interrupted = true;
+        self.ready.notify_all();
+    }
+
     pub fn abandon(&self) {
         self.lock().abandoned = true;
         self.room.notify_all();
@@ -118,6 +127,9 @@ impl Queue {
 
     pub fn recv_timeout(&self, wait: Duration) -> Recv {
         let mut s = self.lock();
+        if std::mem::take(&mut s.interrupted) && s.items.is_empty() {
+            return Recv::Timeout;
+        }
         if s.items.is_empty() && !s.closed {
             s = self
                 .ready

@@ -29,7 +29,8 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     )?;
     let pipeline = pipeline::build(&a.sampling, &cfg);
     let stop = stop_flag();
-    let (mut engine, frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
+    let (mut engine, mut frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
+    super::wake_on_stop(&mut frames);
     let end = frames.drive(&stop, a.duration, |mut f| {
         writer
             .append_in_place(&mut f)

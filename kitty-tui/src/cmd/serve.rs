@@ -45,7 +45,10 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let shared = Arc::new(RwLock::new(Rendered::default()));
     let stop = super::stop_flag();
     let p = pipeline::build(&a.sampling, &cfg);
-    let (mut engine, frames) = Engine::start(cfg, p, Delivery::Lossless);
+    let (mut engine, mut frames) = Engine::start(cfg, p, Delivery::Lossless);
+    // Its loop below never stops on a flag (the queue closes instead):
+    // nothing to poll.
+    let _ = frames.stop_waker();
     let sink = shared.clone();
     let exporter = ExporterConfig {
         grace: a.grace,

@@ -32,7 +32,8 @@ pub fn run_with(
 ) -> Result<i32> {
     let mut writer = recorder.map(|r| r.0);
     let stop = stop_flag();
-    let (mut engine, frames) = Engine::start_source(source, pipeline, Delivery::Lossless);
+    let (mut engine, mut frames) = Engine::start_source(source, pipeline, Delivery::Lossless);
+    super::wake_on_stop(&mut frames);
     let start = Instant::now();
     let mut last: Option<Frame> = None;
     // Events happen in one frame each: keep all of them for the document.

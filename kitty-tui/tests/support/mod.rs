@@ -405,6 +405,11 @@ impl LiveRecord {
         assert!(ok.is_some(), "kitty never recorded a frame with its probes");
     }
 
+    /// Waits for the recorder to exit (after a signal the test sent).
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
     /// Stops the recorder (SIGINT, a clean close) and returns every frame.
     pub fn stop(mut self) -> Vec<kitty_core::model::Frame> {
         // SAFETY: signalling our own child.
