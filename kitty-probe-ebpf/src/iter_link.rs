@@ -90,10 +90,53 @@ impl IterLink {
         attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
         let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
             .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
-        self.buf.clear();
-        File::from(fd)
-            .read_to_end(&mut self.buf)
+        let n = read_all(&File::from(fd), &mut self.buf)
             .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
-        Ok(self.buf.chunks_exact(row))
+        Ok(self.buf[..n].chunks_exact(row))
+    }
+}
+
+/// The least room offered to a read: a small process's rows fit in one;
+/// the buffer doubles when a larger one's do not.
+const READ_ROOM: usize = 4096;
+
+/// Reads an iterator file to its end into `buf` with plain reads; returns
+/// how many bytes it holds. `buf` only grows (zeroed once, not per read).
+/// Not `read_to_end`: for a `File` it first asks the file's size and
+/// position (`statx`, `lseek`: two syscalls that mean nothing for an
+/// iterator), then, told the size is 0, probes with a 32-byte read.
+fn read_all(mut f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut n = 0;
+    loop {
+        if buf.len() < n + READ_ROOM {
+            buf.resize((buf.len() * 2).max(n + READ_ROOM), 0);
+        }
+        match f.read(&mut buf[n..]) {
+            Ok(0) => return Ok(n),
+            Ok(got) => n += got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_all_reads_to_the_end_through_many_reads_and_reuses_its_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows");
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &big).unwrap();
+        let mut buf = Vec::new();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], &big[..]);
+        // A smaller file after it: only its bytes count.
+        std::fs::write(&path, b"abc").unwrap();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"abc");
+        assert!(buf.len() >= big.len(), "the buffer is kept");
     }
 }
