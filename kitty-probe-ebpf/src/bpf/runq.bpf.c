@@ -25,7 +25,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* The filter, on the hot path of every wakeup and switch on the node: an
+/* The filter, on the hot path of every switch on the node: an
  * array slot per (tgid mod WATCH_SLOTS) holding the watched tgid and its
  * index (an array lookup is inlined by the verifier: no hashing; 4096 slots
  * are 32 KB, which stays in cache where 2^18 did not). Two watched tgids in
