@@ -85,9 +85,6 @@ fn parsed() -> Result<Arc<Parsed>> {
     // returns (no lifetime) keep the reference beyond it.
     let borrowed: &'static Btf = unsafe { &*Arc::as_ptr(&btf) };
     loader.btf(Some(borrowed));
-    // Maps aya has no user-space type for (none now; task storage was one)
-    // are used only by the kernel side, which is fine.
-    loader.allow_unsupported_maps();
     let p = Arc::new(Parsed {
         loader: Mutex::new(loader),
         btf,
@@ -145,7 +142,6 @@ pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf> {
     }
     let mut l = EbpfLoader::new();
     l.btf(Some(&parsed.btf));
-    l.allow_unsupported_maps();
     for (name, v) in globals {
         l.override_global(name, v, true);
     }
@@ -166,7 +162,7 @@ fn classify(s: &str) -> ProbeError {
     }
     // aya's mark on an instruction whose CO-RE relocation found no such
     // field in this kernel (0xbad2310), which the verifier then rejects.
-    if s.contains("unknown#195896080") || s.contains("invalid func unknown#195896080") {
+    if s.contains("unknown#195896080") {
         return ProbeError::Kernel(
             "a kernel field it reads is not in this kernel (CO-RE relocation failed)".into(),
         );

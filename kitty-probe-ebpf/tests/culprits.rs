@@ -2,8 +2,7 @@
 //! batch lookup) holds the same charges as read entry by entry with bpf()
 //! calls.
 mod support;
-use kitty_core::model::{Frame, ProcKey, RankFrame};
-use kitty_probe_ebpf::runq::{CulpritRead, RunqProbe};
+use kitty_probe_ebpf::runq::CulpritRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -12,21 +11,9 @@ fn one_pass_reads_what_lookups_read() {
     if !support::can_load_bpf() {
         return;
     }
-    let mut probe = RunqProbe::start().expect("the run-queue probe attaches here");
-    let mut frame = Frame {
-        interval_ms: 500,
-        ranks: vec![RankFrame {
-            key: ProcKey {
-                pid: std::process::id(),
-                start_time: 0,
-            },
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    // Watch this process; more busy threads than CPUs then wait for each
+    let mut probe = support::runq_watching_this_process();
+    // More busy threads than CPUs in this watched process wait for each
     // other, and are charged.
-    probe.enrich(&mut frame);
     let stop = Arc::new(AtomicBool::new(false));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let busy: Vec<_> = (0..cpus * 3)

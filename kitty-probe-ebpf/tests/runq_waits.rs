@@ -3,8 +3,6 @@
 //! delay of the same threads (a process of its own: no other test's
 //! threads in it).
 mod support;
-use kitty_core::model::{Frame, ProcKey, RankFrame};
-use kitty_probe_ebpf::runq::RunqProbe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -31,19 +29,7 @@ fn the_probes_waits_add_up_to_the_kernels_run_delay() {
     if !support::can_load_bpf() {
         return;
     }
-    let mut probe = RunqProbe::start().expect("the run-queue probe attaches here");
-    let mut frame = Frame {
-        interval_ms: 500,
-        ranks: vec![RankFrame {
-            key: ProcKey {
-                pid: std::process::id(),
-                start_time: 0,
-            },
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    probe.enrich(&mut frame);
+    let probe = support::runq_watching_this_process();
     let pid = std::process::id();
     let (sum0, n0) = probe.waits_of(pid).expect("this process is watched");
     let main0 = run_delay_ns();

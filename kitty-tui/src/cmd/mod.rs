@@ -50,68 +50,42 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
-/// The process's stop flag and the drive loops to wake when it is set.
-struct Stop {
-    flag: Arc<AtomicBool>,
-    /// Whether a thread waits for the signals (else the handlers set the
-    /// flag, and loops poll it).
-    thread: bool,
-    wakers: std::sync::Mutex<Vec<StopWaker>>,
-}
+/// The drive loops to wake when the stop flag is set.
+static WAKERS: std::sync::Mutex<Vec<StopWaker>> = std::sync::Mutex::new(Vec::new());
+static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
 
-static STOP: std::sync::OnceLock<Arc<Stop>> = std::sync::OnceLock::new();
-
-/// SIGINT, SIGTERM and SIGHUP set this flag (a thread that waits for them:
-/// a signal handler could only set it, and loops would have to poll it),
-/// then wake the drive loops given to [`wake_on_stop`].
+/// SIGINT, SIGTERM and SIGHUP set this flag, then wake the drive loops
+/// given to [`wake_on_stop`]: a thread waits for them (a signal handler
+/// could only set the flag, and loops would have to poll it). Where the
+/// handlers cannot be installed, a signal ends the process as by default.
 pub fn stop_flag() -> Arc<AtomicBool> {
-    let stop = STOP.get_or_init(|| {
+    STOP.get_or_init(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         let flag = Arc::new(AtomicBool::new(false));
-        let signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]);
-        let stop = Arc::new(Stop {
-            flag: flag.clone(),
-            thread: signals.is_ok(),
-            wakers: Default::default(),
-        });
-        match signals {
-            Ok(mut signals) => {
-                let s = stop.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("kitty-signals".into())
-                    .spawn(move || {
-                        for _ in signals.forever() {
-                            s.flag.store(true, Ordering::SeqCst);
-                            let wakers = s.wakers.lock().unwrap_or_else(|e| e.into_inner());
-                            for w in wakers.iter() {
-                                w.wake();
-                            }
+        if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+            let f = flag.clone();
+            let spawned = std::thread::Builder::new()
+                .name("kitty-signals".into())
+                .spawn(move || {
+                    for _ in signals.forever() {
+                        f.store(true, Ordering::SeqCst);
+                        for w in WAKERS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                            w.wake();
                         }
-                    });
-                assert!(spawned.is_ok(), "cannot start the signal thread");
-            }
-            Err(_) => {
-                for sig in [SIGINT, SIGTERM, SIGHUP] {
-                    let _ = signal_hook::flag::register(sig, flag.clone());
-                }
-            }
+                    }
+                });
+            assert!(spawned.is_ok(), "cannot start the signal thread");
         }
-        stop
-    });
-    stop.flag.clone()
+        flag
+    })
+    .clone()
 }
 
 /// Lets a drive loop on [`stop_flag`] wait for frames alone: a signal
 /// wakes it.
 pub fn wake_on_stop(frames: &mut Frames) {
-    let Some(stop) = STOP.get().filter(|s| s.thread) else {
-        return;
-    };
     let waker = frames.stop_waker();
-    stop.wakers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(waker);
+    WAKERS.lock().unwrap_or_else(|e| e.into_inner()).push(waker);
 }
 
 /// A sampling run must see at least one interval.
