@@ -55,38 +55,52 @@ pub mod objects {
     pub static TASKS: &[u8] = aya::include_bytes_aligned!("bpf/tasks.bpf.o");
 }
 
-/// The kernel's BTF (parsed: ~15 MB, ~20 ms here) and the loader that
-/// reads the objects' CO-RE relocations against it, kept while probes
+/// The kernel's BTF (parsed: ~15 MB, ~20 ms here) and the loaders that
+/// read the objects' CO-RE relocations against it, kept while probes
 /// start and dropped by [`release_kernel_btf`]: a probe that runs needs
-/// neither, and keeping them was most of kitty's memory with the probes
-/// (42 MB against 7 without).
+/// none of them, and keeping them was most of kitty's memory with the
+/// probes (42 MB against 7 without).
 struct Parsed {
-    // Declared first, so dropped first: it borrows `btf`.
+    // Declared first, so dropped first: they borrow `btf`.
     loader: Mutex<EbpfLoader<'static>>,
+    /// A second loader, for the first object with globals (a loader keeps
+    /// the globals it was given, so such an object cannot share `loader`).
+    spare: Mutex<Option<EbpfLoader<'static>>>,
     btf: Arc<Btf>,
 }
 
 static PARSED: Mutex<Option<Arc<Parsed>>> = Mutex::new(None);
 
-/// The parsed BTF and shared loader, parsing them when none is kept.
+/// A loader that has let go of the kernel BTF it parsed for itself:
+/// `EbpfLoader::new` always parses one (there is no other constructor).
+/// Made before kitty's own copy exists, the two are never held together:
+/// that was the peak of a start with the probes (43 MB).
+fn bare_loader() -> EbpfLoader<'static> {
+    let mut l = EbpfLoader::new();
+    l.btf(None);
+    l
+}
+
+/// The parsed BTF and shared loaders, parsing them when none is kept.
 fn parsed() -> Result<Arc<Parsed>> {
     let mut kept = PARSED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = &*kept {
         return Ok(p.clone());
     }
+    let (mut loader, mut spare) = (bare_loader(), bare_loader());
     let btf = Arc::new(Btf::from_sys_fs().map_err(|e| ProbeError::NoBtf(e.to_string()))?);
-    // `EbpfLoader::new` parses the kernel's BTF on its own (that copy is
-    // dropped here): a loader for every object was one parse each.
-    let mut loader = EbpfLoader::new();
-    // SAFETY: the loader borrows the `Btf` inside `btf`'s allocation, which
-    // this `Parsed` keeps alive (its own strong count) for as long as the
-    // loader lives: `loader` is dropped before `btf` (field order) and never
-    // leaves the struct, and neither the loader nor the `Ebpf` objects it
-    // returns (no lifetime) keep the reference beyond it.
+    // SAFETY: the loaders borrow the `Btf` inside `btf`'s allocation, which
+    // this `Parsed` keeps alive (its own strong count) for as long as they
+    // live: they are dropped before `btf` (field order), `spare` leaves the
+    // struct only for a caller that holds this `Parsed` longer than it (see
+    // `load_object`), and neither the loaders nor the `Ebpf` objects they
+    // return (no lifetime) keep the reference beyond them.
     let borrowed: &'static Btf = unsafe { &*Arc::as_ptr(&btf) };
     loader.btf(Some(borrowed));
+    spare.btf(Some(borrowed));
     let p = Arc::new(Parsed {
         loader: Mutex::new(loader),
+        spare: Mutex::new(Some(spare)),
         btf,
     });
     *kept = Some(p.clone());
@@ -140,8 +154,19 @@ pub fn load_object(bytes: &[u8], globals: &[(&str, u64)]) -> Result<Ebpf> {
         let mut l = parsed.loader.lock().unwrap_or_else(|e| e.into_inner());
         return l.load(bytes).map_err(|e| reason(&e));
     }
-    let mut l = EbpfLoader::new();
-    l.btf(Some(&parsed.btf));
+    // Declared after `parsed`, so dropped before it (see `parsed`).
+    let spare = parsed
+        .spare
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let mut l = spare.unwrap_or_else(|| {
+        // Another object with globals while the BTF is kept: this
+        // loader's own parse is held beside kitty's for a moment.
+        let mut l = EbpfLoader::new();
+        l.btf(Some(&parsed.btf));
+        l
+    });
     for (name, v) in globals {
         l.override_global(name, v, true);
     }
