@@ -1,7 +1,11 @@
 //! One read of the task iterator for 8 watched processes (one thread
 //! each), among 0 and 4,000 other idle threads: the walk of each watched
 //! process (Linux 6.1+) against the walk of every task of the node (older
-//! kernels). Needs root (loading BPF).
+//! kernels). And one process's fd inventory (its open files' count,
+//! sockets and verbs devices) with 16, 256 and 1,024 fds open: the walk of
+//! its files (`iter/task_file`) against /proc/<pid>/fd and a readlink per
+//! fd (what the sampler reads when a rank's fd count changed). Needs root
+//! (loading BPF).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kitty_core::sources::tasks::TaskCounters;
@@ -50,5 +54,54 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// A process with `n` fds open, about a tenth of them sockets, until its
+/// stdin closes.
+fn holder(n: usize) -> std::process::Child {
+    use std::io::BufRead;
+    let script = format!(
+        "import os, socket, sys\n\
+         keep = [socket.socketpair() for _ in range({n} // 20)]\n\
+         keep += [open('/dev/null') for _ in range({n} - 3 - 2 * len(keep))]\n\
+         print('ready', flush=True)\n\
+         sys.stdin.read()\n"
+    );
+    let mut kid = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(kid.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    kid
+}
+
+fn fd_inventory(c: &mut Criterion) {
+    use kitty_core::sources::process::scan_fds;
+    let mut it = TaskIter::start().expect("the task iterator loads (root?)");
+    let mut g = c.benchmark_group("fd inventory of one process");
+    for n in [16usize, 256, 1024] {
+        let mut kid = holder(n);
+        let (pid, dir) = (
+            kid.id(),
+            std::path::PathBuf::from(format!("/proc/{}", kid.id())),
+        );
+        let walked = it.open_files(pid).expect("a file walk").unwrap();
+        assert_eq!(Some(walked), scan_fds(&dir));
+        g.bench_with_input(BenchmarkId::new("iter/task_file", n), &n, |b, _| {
+            b.iter(|| it.open_files(pid).unwrap().unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("/proc/<pid>/fd", n), &n, |b, _| {
+            b.iter(|| scan_fds(&dir).unwrap())
+        });
+        drop(kid.stdin.take());
+        let _ = kid.wait();
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, fd_inventory);
 criterion_main!(benches);

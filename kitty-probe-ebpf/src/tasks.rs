@@ -6,7 +6,9 @@
 //! kernel before 6.1, which links task iterators only to the whole node,
 //! gets one link that walks every task, the filter map picking the watched
 //! ones. Each read opens an iterator on a link and reads the rows
-//! ([`IterLink`]).
+//! ([`IterLink`]). A third program walks one watched process's open files
+//! (`iter/task_file`, linked per process only) for the sampler's fd
+//! inventory ([`TaskCounters::open_files`]).
 
 use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
@@ -14,8 +16,9 @@ use crate::watched::WatchedSet;
 use aya::programs::{Iter, ProgramFd};
 use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
+use kitty_core::sources::rdma::uverbs_of_link;
 use kitty_core::sources::tasks::{
-    state_letter, NodeProcess, Placement, ProcessPart, TaskCounters, TaskRow,
+    state_letter, FdInventory, NodeProcess, Placement, ProcessPart, TaskCounters, TaskRow,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsFd;
@@ -23,6 +26,15 @@ use std::os::fd::AsFd;
 const PROGRAM: &str = "kitty_tasks";
 /// Every thread's CPU time, for the neighbours scan.
 const NODE_PROGRAM: &str = "kitty_node_cpu";
+
+/// Every open file of one process, for the fd inventory.
+const FILES_PROGRAM: &str = "kitty_task_files";
+
+/// Must match `struct file_row` in bpf/tasks.bpf.c: fd, kind, ino,
+/// name[16], dir[16].
+const FILE_ROW: usize = 48;
+/// `kind`: a socket (by inode), or anything else (by its names).
+const FILE_SOCKET: u32 = 1;
 
 /// Must match `struct cpu_row` in bpf/tasks.bpf.c: tid, tgid, exec_ns,
 /// dead_exec_ns, leader_start_ns, comm[16].
@@ -145,11 +157,75 @@ pub struct TaskIter {
     walk: Walk,
     /// `kitty_node_cpu` over every task, or why it did not load.
     node: Result<IterLink, String>,
+    /// `kitty_task_files`, linked per watched process when first walked,
+    /// or why not (the fd scan then reads /proc/<pid>/fd).
+    files: Result<FileWalk, String>,
     watched: WatchedSet,
     ns_per_tick: u64,
     /// How many rows the last walk gave: the next one's room, made once
     /// (not regrown by doubling, each step a copy, every tick).
     last_rows: usize,
+}
+
+/// The open-files program and its links, one per watched process.
+struct FileWalk {
+    prog: ProgramFd,
+    links: BTreeMap<u32, IterLink>,
+}
+
+impl FileWalk {
+    /// Loads `kitty_task_files` and walks kitty's own files once (a kernel
+    /// that loads it but cannot run it is found here). Linked per process
+    /// only: over every task of the node it would walk every open file.
+    fn start(ebpf: &mut Ebpf, btf: &aya::Btf, per_process: bool) -> Result<FileWalk, String> {
+        if !per_process {
+            return Err("no per-process iterator links (Linux 6.1+)".into());
+        }
+        let p: &mut Iter = load::program(ebpf, FILES_PROGRAM).map_err(|e| e.to_string())?;
+        p.load("task_file", btf)
+            .map_err(|e| load::reason(&e).at("iter/task_file").to_string())?;
+        let prog = p
+            .fd()
+            .and_then(|fd| fd.try_clone().map_err(Into::into))
+            .map_err(|e| load::reason(&e).to_string())?;
+        let mut walk = FileWalk {
+            prog,
+            links: BTreeMap::new(),
+        };
+        walk.inventory(std::process::id())
+            .map_err(|e| e.at("iter/task_file").to_string())?;
+        walk.links.clear();
+        Ok(walk)
+    }
+
+    /// The open files of `tgid`: one read of its link (made on first use).
+    fn inventory(&mut self, tgid: u32) -> Result<FdInventory, ProbeError> {
+        let link = match self.links.entry(tgid) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(IterLink::new(self.prog.as_fd(), Target::Process(tgid))?)
+            }
+        };
+        Ok(inventory(link.read(FILE_ROW)?))
+    }
+}
+
+/// The fd inventory of one walk's rows: every row an open fd, a socket's
+/// inode, a verbs device by the same rule as an fd link's target.
+fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
+    let mut inv = FdInventory::default();
+    for b in rows {
+        inv.count += 1;
+        if u32_at(b, 4) == FILE_SOCKET {
+            inv.socket_inodes.push(u64_at(b, 8));
+        } else {
+            let (name, dir) = (comm_text(&b[16..32]), comm_text(&b[32..48]));
+            if let Some(n) = uverbs_of_link(&format!("/{dir}/{name}")) {
+                inv.uverbs.push(n);
+            }
+        }
+    }
+    inv.deduped()
 }
 
 /// How a read reaches the watched threads.
@@ -217,12 +293,14 @@ impl TaskIter {
                 IterLink::new(fd.as_fd(), Target::All)
             })
             .map_err(|e| e.to_string());
+        let files = FileWalk::start(&mut ebpf, &btf, matches!(walk, Walk::PerProcess(_)));
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         Ok(TaskIter {
             _ebpf: ebpf,
             prog,
             walk,
             node,
+            files,
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             last_rows: 0,
@@ -240,6 +318,20 @@ impl TaskIter {
     /// why not (it then reads each process's stat file).
     pub fn node_walk(&self) -> Result<(), &str> {
         self.node.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Whether the fd inventory walks each watched process's open files
+    /// (`kitty_task_files`), or why not (it then reads /proc/<pid>/fd).
+    pub fn file_walk(&self) -> Result<(), &str> {
+        self.files.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// How the threads are walked: per process, or over every task.
+    pub fn walk_name(&self) -> &'static str {
+        match self.walk {
+            Walk::PerProcess(_) => "iter/task per process",
+            Walk::Node(_) => "iter/task over every task",
+        }
     }
 
     /// The rows of the watched processes' threads: a walk of each one's
@@ -296,15 +388,19 @@ fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Ve
 }
 
 impl TaskCounters for TaskIter {
-    fn strategy(&self) -> &'static str {
-        match self.walk {
-            Walk::PerProcess(_) => "iter/task per process",
-            Walk::Node(_) => "iter/task over every task",
+    fn strategy(&self) -> String {
+        let walk = self.walk_name();
+        match &self.files {
+            Ok(_) => format!("{walk}, open files by iter/task_file"),
+            Err(why) => format!("{walk}, open files from /proc ({why})"),
         }
     }
 
     fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String> {
         self.watched.sync(tgids);
+        if let Ok(files) = &mut self.files {
+            files.links.retain(|tgid, _| tgids.contains(tgid));
+        }
         let rows = self.walk(tgids).map_err(|e| e.to_string())?;
         let mut out = Vec::with_capacity(rows.len());
         out.extend(
@@ -319,6 +415,11 @@ impl TaskCounters for TaskIter {
     fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
         let rows = self.node.as_mut().ok()?.read(CPU_ROW).ok()?;
         Some(node_processes(rows, self.ns_per_tick))
+    }
+
+    fn open_files(&mut self, tgid: u32) -> Option<Result<FdInventory, String>> {
+        let files = self.files.as_mut().ok()?;
+        Some(files.inventory(tgid).map_err(|e| e.to_string()))
     }
 }
 

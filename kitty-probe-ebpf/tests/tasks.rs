@@ -82,7 +82,10 @@ fn iterator_and_procfs_agree_on_a_live_process() {
 
     let own = std::process::id();
     let mut it = TaskIter::start().expect("the task iterator loads here");
-    assert_eq!(it.strategy(), "iter/task per process");
+    assert_eq!(
+        it.strategy(),
+        "iter/task per process, open files by iter/task_file"
+    );
     let rows = it.read(&[own].into_iter().collect()).unwrap();
     let procfs = read_process(Path::new("/proc/self"), 4096, Reuse::default()).unwrap();
 
@@ -278,8 +281,16 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let mut per_process = TaskIter::start().expect("the task iterator loads here");
     let mut node_wide = TaskIter::start_node_wide().expect("the task iterator loads here");
-    assert_eq!(per_process.strategy(), "iter/task per process");
-    assert_eq!(node_wide.strategy(), "iter/task over every task");
+    assert_eq!(
+        per_process.strategy(),
+        "iter/task per process, open files by iter/task_file"
+    );
+    // Open files are walked per process only (over the node, every file).
+    assert_eq!(
+        node_wide.strategy(),
+        "iter/task over every task, open files from /proc (no per-process iterator links (Linux 6.1+))"
+    );
+    assert!(node_wide.open_files(std::process::id()).is_none());
 
     let mut watched: std::collections::BTreeSet<u32> = kids.iter().map(|k| k.id()).collect();
     // Above the kernel's largest pid (pid_max is at most 2^22).

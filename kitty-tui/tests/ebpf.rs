@@ -197,7 +197,10 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     let via_procfs = snapshot("3s", &["--no-task-iter"]);
     let st = |s: &serde_json::Value| s["sources"]["ebpf.tasks"].clone();
     assert_eq!(st(&via_iter)["status"], "ok", "{}", st(&via_iter));
-    assert_eq!(st(&via_iter)["strategy"], "iter/task per process");
+    assert_eq!(
+        st(&via_iter)["strategy"],
+        "iter/task per process, open files by iter/task_file"
+    );
     assert_eq!(st(&via_procfs)["status"], "unavailable");
     let why = st(&via_procfs)["reason"]
         .as_str()
@@ -212,6 +215,7 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     let mut delay = Vec::new();
     let mut switches = Vec::new();
     let mut rss = Vec::new();
+    let mut fds = Vec::new();
     for snap in [&via_iter, &via_procfs] {
         let ranks = ranks_of(snap, "tasks");
         assert_eq!(ranks.len(), 3);
@@ -244,11 +248,19 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
             d(0),
             d(2)
         );
+        // The fd inventory: the iterator's walk of the open files, or
+        // /proc/<pid>/fd and its links (the ring's sockets either way).
+        for r in &ranks {
+            let socks = r["sockets"].as_array().map_or(0, Vec::len);
+            assert!(socks >= 2, "a ring rank's two TCP sockets: {r}");
+        }
+        fds.push(ranks.iter().map(|r| signal(r, "fds")).sum::<f64>());
         delay.push(d(1));
         switches.push(signal(of(0), "ctx_voluntary_per_s"));
         rss.push(signal(of(0), "rss_bytes"));
         assert!(of(0)["signals"]["io_write_bytes_per_s"].as_f64().is_some());
     }
+    assert_eq!(fds[0], fds[1], "open fds: iterator vs procfs");
     // RSS from the rows' mm counters, or stat: the same pages.
     assert!(
         (rss[0] - rss[1]).abs() <= 0.2 * rss[1],
@@ -288,13 +300,12 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     };
     let on = check(&[]);
     assert_eq!(on["status"], "ok", "{on}");
+    let detail = on["detail"].as_str().unwrap();
     assert!(
-        on["detail"]
-            .as_str()
-            .unwrap()
-            .ends_with("the neighbours scan from one walk of every task"),
+        detail.ends_with("the neighbours scan from one walk of every task"),
         "{on}"
     );
+    assert!(detail.contains("(iter/task_file)"), "{on}");
     let off = check(&["--no-task-iter"]);
     assert_eq!(off["status"], "warn", "{off}");
     assert!(off["detail"].as_str().unwrap().contains("procfs"), "{off}");

@@ -174,9 +174,14 @@ impl Sampler {
         let rows = self.tasks.read(&tgids);
         let given = rows.as_ref().ok().and_then(Option::as_ref);
         self.watch.follow_placement(&self.cfg.roots, given);
-        let (samples, gone) = self
-            .procs
-            .read(&self.cfg.roots, self.watch.ranks(), given, mono);
+        let tasks = &mut self.tasks;
+        let (samples, gone) = self.procs.read(
+            &self.cfg.roots,
+            self.watch.ranks(),
+            given,
+            mono,
+            &mut |pid| tasks.open_files(pid),
+        );
         let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
         self.watch.remove_gone(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);

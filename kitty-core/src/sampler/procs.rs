@@ -8,8 +8,10 @@ use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
 use crate::sources::cgroup::{parse_throttled_ns, CgroupMounts};
 use crate::sources::discovery::Watched;
 use crate::sources::kept::KeptFiles;
-use crate::sources::process::{read_process, FdReuse, ProcSample, ReadError, Reuse, StatusReuse};
-use crate::sources::tasks::RowsByTgid;
+use crate::sources::process::{
+    read_process, FdReuse, FdWalk, ProcSample, ReadError, Reuse, StatusReuse,
+};
+use crate::sources::tasks::{FdInventory, RowsByTgid};
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use std::collections::HashMap;
@@ -58,13 +60,16 @@ impl ProcReader {
     }
 
     /// Reads every watched process; returns the samples and the processes
-    /// that are gone (exited, or their pid reused).
+    /// that are gone (exited, or their pid reused). `open_files` walks a
+    /// process's open files, where the task iterator can (see
+    /// [`FdWalk`]).
     pub fn read<'a>(
         &self,
         roots: &Roots,
         watched: impl Iterator<Item = &'a Watched>,
         rows: Option<&RowsByTgid>,
         mono: u64,
+        open_files: &mut dyn FnMut(u32) -> Option<FdInventory>,
     ) -> (Vec<Sample>, Vec<Watched>) {
         let mut samples = Vec::new();
         let mut gone = Vec::new();
@@ -85,8 +90,10 @@ impl ProcReader {
             let sched_due = prev
                 .and_then(|p| p.migrations)
                 .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
+            let mut walk = || open_files(w.key.pid);
             let reuse = Reuse {
                 fds,
+                fd_walk: Some(FdWalk(&mut walk)),
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
                 tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),

@@ -4,7 +4,9 @@
 
 use super::procs::Sample;
 use crate::model::SourceStatus;
-use crate::sources::tasks::{by_tgid, NodeProcess, RowsByTgid, TaskCounters, TaskSource};
+use crate::sources::tasks::{
+    by_tgid, FdInventory, NodeProcess, RowsByTgid, TaskCounters, TaskSource,
+};
 use std::collections::BTreeSet;
 
 pub(super) enum Tasks {
@@ -44,6 +46,15 @@ impl Tasks {
         }
     }
 
+    /// A watched process's open files from the iterator's walk of them,
+    /// when it has one and it worked (else the fd scan reads procfs).
+    pub fn open_files(&mut self, pid: u32) -> Option<FdInventory> {
+        match self {
+            Tasks::Iterator(it) => it.open_files(pid)?.ok(),
+            Tasks::Procfs(_) => None,
+        }
+    }
+
     /// The `ebpf.tasks` status after a tick whose read failed with
     /// `failed` (None: not reported).
     pub fn status(&self, failed: Option<&String>, samples: &[Sample]) -> Option<SourceStatus> {
@@ -63,13 +74,13 @@ impl Tasks {
             None => {
                 let fell_back = samples.iter().filter(|(_, s)| !s.threads_from_rows).count();
                 if fell_back == 0 {
-                    SourceStatus::ok().with_strategy(strategy)
+                    SourceStatus::ok().with_strategy(&strategy)
                 } else {
                     SourceStatus::degraded(format!(
                         "{fell_back} of {} processes not seen by {strategy} (a proc root of another pid namespace?): their threads from procfs",
                         samples.len()
                     ))
-                    .with_strategy(strategy)
+                    .with_strategy(&strategy)
                 }
             }
         })
@@ -86,8 +97,8 @@ mod tests {
     /// running it): kitty's fallback is what is tested.
     struct Failing;
     impl TaskCounters for Failing {
-        fn strategy(&self) -> &'static str {
-            "iter/task"
+        fn strategy(&self) -> String {
+            "iter/task".into()
         }
         fn read(&mut self, _: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String> {
             Err("EINTR".into())

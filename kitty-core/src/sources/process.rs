@@ -1,14 +1,15 @@
 //! Per-process readers: /proc/<pid>/{stat,status,io,fd,task/*/schedstat,task/*/sched}.
 //! With the task iterator's rows, task/* is not read, and when the rows
 //! carry the process-wide counters neither are stat, io and status (status
-//! only when due: the sampler says when); fd links as before.
+//! only when due: the sampler says when); the fd inventory from the
+//! iterator's walk of the open files where it has one, else fd links.
 //!
 //! Every reader tolerates the process vanishing mid-read: the sampler then
 //! drops it and emits a "rank exited" event.
 
 use super::sched::parse_nr_migrations;
 use super::status::{read_status, StatusFields};
-use super::tasks::TaskRow;
+use super::tasks::{FdInventory, TaskRow};
 use procfs::process::{Io, Schedstat, Stat};
 use procfs::FromRead;
 use std::collections::BTreeMap;
@@ -67,11 +68,25 @@ pub struct FdReuse<'a> {
     pub uverbs: &'a [u32],
 }
 
+/// A walk of the process's open files to use instead of /proc/<pid>/fd
+/// when the fd scan is due (the task iterator's file walk).
+pub struct FdWalk<'a>(pub &'a mut dyn FnMut() -> Option<FdInventory>);
+
+impl std::fmt::Debug for FdWalk<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FdWalk")
+    }
+}
+
 /// What a previous sample lends the next read: thread names (read once per
 /// thread) and, while still valid, the fd scan.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub struct Reuse<'a> {
     pub fds: Option<FdReuse<'a>>,
+    /// Walks the open files when the fd scan is due; taken only with this
+    /// process's own task rows (`tasks`, same start time), which say the
+    /// walk's pid is this process as the walker sees it.
+    pub fd_walk: Option<FdWalk<'a>>,
     pub threads: Option<&'a BTreeMap<u32, ThreadSample>>,
     /// Skip the per-thread `sched` files (migrations) this time: they are
     /// large formatted files, read every few ticks rather than every tick.
@@ -151,7 +166,7 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     if let Some(sample) = from_rows(dir, &reuse, page_size) {
         let mut sample = sample?;
-        read_fds(dir, &mut sample, reuse.fds);
+        read_fds(dir, &mut sample, reuse.fds, reuse.fd_walk);
         return Ok(sample);
     }
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
@@ -188,7 +203,7 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         Some(rows) => threads_from_rows(&mut sample, rows),
         None => read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched),
     }
-    read_fds(dir, &mut sample, reuse.fds);
+    read_fds(dir, &mut sample, reuse.fds, None);
     Ok(sample)
 }
 
@@ -350,7 +365,7 @@ fn fd_count_from_stat(dir: &Path) -> Option<u64> {
         .filter(|n| *n > 0)
 }
 
-fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>) {
+fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>, walk: Option<FdWalk>) {
     if let (Some(n), Some(r)) = (fd_count_from_stat(dir), reuse) {
         if n == r.count {
             sample.fds = Some(n);
@@ -359,27 +374,32 @@ fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>) {
             return;
         }
     }
-    let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
+    let Some(inv) = walk.and_then(|w| (w.0)()).or_else(|| scan_fds(dir)) else {
         return;
     };
+    sample.fds = Some(inv.count);
+    sample.socket_inodes = inv.socket_inodes;
+    sample.uverbs = inv.uverbs;
     sample.fds_rescanned = true;
-    let mut count = 0u64;
+}
+
+/// The fd inventory from /proc/<pid>/fd: a readlink per fd (None when the
+/// directory cannot be read).
+pub fn scan_fds(dir: &Path) -> Option<FdInventory> {
+    let fds = std::fs::read_dir(dir.join("fd")).ok()?;
+    let mut inv = FdInventory::default();
     for fd in fds.flatten() {
-        count += 1;
+        inv.count += 1;
         if let Ok(target) = std::fs::read_link(fd.path()) {
             let target = target.as_os_str().to_str().unwrap_or("");
             if let Some(inode) = parse_socket_link(target) {
-                sample.socket_inodes.push(inode);
+                inv.socket_inodes.push(inode);
             } else if let Some(n) = crate::sources::rdma::uverbs_of_link(target) {
-                sample.uverbs.push(n);
+                inv.uverbs.push(n);
             }
         }
     }
-    sample.fds = Some(count);
-    sample.socket_inodes.sort_unstable();
-    sample.socket_inodes.dedup();
-    sample.uverbs.sort_unstable();
-    sample.uverbs.dedup();
+    Some(inv.deduped())
 }
 
 /// `socket:[12345]` -> 12345.
@@ -630,6 +650,61 @@ mod tests {
     }
 
     #[test]
+    fn the_file_walk_is_taken_only_beside_the_processs_own_rows() {
+        let d = fixture_dir();
+        let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
+        let part = ProcessPart {
+            dead_io_bytes: Some((0, 0)),
+            rss_pages: Some(1),
+            ..Default::default()
+        };
+        let rows = |start_ticks| {
+            [TaskRow {
+                tid: procfs.pid,
+                tgid: procfs.pid,
+                start_ticks,
+                io_bytes: Some((0, 0)),
+                process: part,
+                ..Default::default()
+            }]
+        };
+        let mut walks = 0;
+        let mut read = |rows: &[TaskRow]| {
+            let mut walk = || {
+                walks += 1;
+                Some(FdInventory {
+                    count: 3,
+                    socket_inodes: vec![42],
+                    uverbs: vec![1],
+                })
+            };
+            read_process(
+                d.path(),
+                4096,
+                Reuse {
+                    tasks: Some(rows),
+                    start_time: Some(procfs.start_time),
+                    fd_walk: Some(FdWalk(&mut walk)),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let own = read(&rows(procfs.start_time));
+        assert!(own.counters_from_rows && own.fds_rescanned);
+        assert_eq!(
+            (own.fds, own.socket_inodes, own.uverbs),
+            (Some(3), vec![42], vec![1])
+        );
+        // Rows of another start: their pid may be another process as the
+        // walker sees it; the fixture has no fd/ to scan either.
+        let other = read(&rows(procfs.start_time + 1));
+        assert!(!other.counters_from_rows);
+        assert_eq!((other.fds, other.socket_inodes.len()), (None, 0));
+        assert_eq!(walks, 1, "walked for its own rows only");
+    }
+
+    #[test]
     fn with_the_leaders_row_status_is_read_only_when_due() {
         let d = fixture_dir();
         let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
@@ -720,6 +795,7 @@ mod tests {
                 tasks: None,
                 status: None,
                 start_time: None,
+                fd_walk: None,
             },
         )
         .unwrap();
@@ -738,6 +814,7 @@ mod tests {
                 tasks: None,
                 status: None,
                 start_time: None,
+                fd_walk: None,
             },
         )
         .unwrap();

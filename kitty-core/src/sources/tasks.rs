@@ -5,7 +5,9 @@
 //! `ebpf.tasks`. Both give the same counters with the same meaning. The
 //! iterator's rows also carry what stat and io say of the whole process
 //! ([`ProcessPart`]), so with them a tick reads no per-process file but
-//! the fd count.
+//! the fd count. Where it can, it also walks a process's open files
+//! ([`TaskCounters::open_files`]) for the fd inventory, instead of reading
+//! /proc/<pid>/fd and a link per fd.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -84,7 +86,7 @@ pub fn state_letter(state: u32, exit_state: u32) -> char {
 /// Something that reads every watched thread's counters at once.
 pub trait TaskCounters: Send {
     /// How it reads them, for the source status (`iter/task`).
-    fn strategy(&self) -> &'static str;
+    fn strategy(&self) -> String;
     /// The rows of every thread of these processes. An error makes this
     /// tick read procfs instead.
     fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, String>;
@@ -93,6 +95,38 @@ pub trait TaskCounters: Send {
     /// or it failed (the scan then reads each process's stat).
     fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
         None
+    }
+    /// The open files of one watched process (by its pid as this source
+    /// sees it), from one walk of its file table; None where this source
+    /// has no such walk, an error where it failed (either way the fd scan
+    /// reads /proc/<pid>/fd instead).
+    fn open_files(&mut self, _tgid: u32) -> Option<Result<FdInventory, String>> {
+        None
+    }
+}
+
+/// A process's open files as the fd inventory keeps them: what a read of
+/// /proc/<pid>/fd and a readlink of each fd give.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FdInventory {
+    /// How many fds it has open.
+    pub count: u64,
+    /// Its sockets' inodes (`socket:[N]`), sorted, each once.
+    pub socket_inodes: Vec<u64>,
+    /// The RDMA verbs devices it has open (`infiniband/uverbs<N>`), sorted,
+    /// each once.
+    pub uverbs: Vec<u32>,
+}
+
+impl FdInventory {
+    /// Its sockets and devices sorted, each once (a dup'd fd is one more
+    /// fd, not one more socket).
+    pub fn deduped(mut self) -> Self {
+        self.socket_inodes.sort_unstable();
+        self.socket_inodes.dedup();
+        self.uverbs.sort_unstable();
+        self.uverbs.dedup();
+        self
     }
 }
 

@@ -182,3 +182,66 @@ int kitty_node_cpu(struct bpf_iter__task *ctx)
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
+
+/* Every open file of one watched process (a task_file iterator linked to
+ * it; threads sharing the leader's file table are walked once): what the
+ * sampler's fd inventory takes from a read of /proc/<pid>/fd and a
+ * readlink of each fd, in one read. Sockets by inode (`socket:[N]`);
+ * anything else by its name and its directory's name (the RDMA verbs
+ * device `infiniband/uverbsN`). Must match `FileRow` in tasks.rs. */
+struct bpf_iter__task_file {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+	u32 fd;
+	struct file *file;
+} PRESERVE;
+
+struct qstr___tasks { const unsigned char *name; } PRESERVE;
+struct dentry___tasks {
+	struct dentry___tasks *d_parent;
+	struct qstr___tasks d_name;
+} PRESERVE;
+struct path___tasks { struct dentry___tasks *dentry; } PRESERVE;
+struct inode___tasks {
+	unsigned short i_mode;
+	unsigned long i_ino;
+} PRESERVE;
+struct file___tasks {
+	struct path___tasks f_path;
+	struct inode___tasks *f_inode;
+} PRESERVE;
+
+#define S_IFMT 0170000
+#define S_IFSOCK 0140000
+#define FILE_SOCKET 1
+#define FILE_OTHER 2
+
+struct file_row {
+	u32 fd;
+	u32 kind;        /* FILE_SOCKET or FILE_OTHER */
+	u64 ino;         /* a socket's inode */
+	char name[16];   /* anything else: its name, truncated */
+	char dir[16];    /* and its directory's */
+};
+
+SEC("iter/task_file")
+int kitty_task_files(struct bpf_iter__task_file *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct file___tasks *f = (void *)ctx->file;
+	if (!ctx->task || !f)
+		return 0;
+	struct file_row r = { .fd = ctx->fd };
+	struct inode___tasks *inode = f->f_inode;
+	if ((inode->i_mode & S_IFMT) == S_IFSOCK) {
+		r.kind = FILE_SOCKET;
+		r.ino = inode->i_ino;
+	} else {
+		struct dentry___tasks *d = f->f_path.dentry;
+		r.kind = FILE_OTHER;
+		bpf_probe_read_kernel_str(r.name, sizeof(r.name), d->d_name.name);
+		bpf_probe_read_kernel_str(r.dir, sizeof(r.dir), d->d_parent->d_name.name);
+	}
+	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}

@@ -59,11 +59,15 @@ fn task_iter(off: bool) -> Result<String, String> {
                 Ok(()) => "the neighbours scan from one walk of every task".to_string(),
                 Err(why) => format!("the neighbours scan from each process's stat ({why})"),
             };
-            Ok((it.read(&own)?, it.strategy(), neighbours))
+            let files = match it.file_walk() {
+                Ok(()) => "open fds from one walk of each rank's files (iter/task_file)".to_string(),
+                Err(why) => format!("open fds from /proc/<pid>/fd ({why})"),
+            };
+            Ok((it.read(&own)?, it.walk_name(), files, neighbours))
         })
-        .map(|(rows, how, neighbours)| {
+        .map(|(rows, how, files, neighbours)| {
             format!(
-                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read); {neighbours}",
+                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read); {files}; {neighbours}",
                 rows.len()
             )
         })
