@@ -91,7 +91,7 @@ impl Neighbours {
                         .and_then(|s| s.cpus_allowed_list)
                         .unwrap_or_default();
                     let c = container_from_cgroup(
-                        &std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default(),
+                        &crate::sources::read_small(&dir.join("cgroup")).unwrap_or_default(),
                     );
                     BusyProcess {
                         pid,

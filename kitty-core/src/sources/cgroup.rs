@@ -79,7 +79,7 @@ impl CgroupMounts {
 
     /// The quota in CPUs of a cpu cgroup directory (None: no quota).
     pub fn quota_cpus(dir: &std::path::Path, v: CgroupVersion) -> Option<f64> {
-        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        let read = |f: &str| super::read_small(&dir.join(f)).ok();
         match v {
             CgroupVersion::V2 => parse_cpu_max(&read("cpu.max")?),
             CgroupVersion::V1 => {

@@ -57,7 +57,7 @@ impl Watched {
     /// Re-reads the cgroup and network namespace (they can change; the
     /// labels from the environment cannot).
     pub fn refresh_placement(&mut self, dir: &std::path::Path) {
-        if let Ok(cg) = std::fs::read_to_string(dir.join("cgroup")) {
+        if let Ok(cg) = super::read_small(&dir.join("cgroup")) {
             self.cgroup = cg;
         }
         if let Some(ns) = super::process::read_netns(dir) {
@@ -118,7 +118,7 @@ pub fn discover_skipping(
     let mut out = Vec::new();
     let mut unwatched = Vec::new();
     let mut hidden = Vec::new();
-    let uptime = std::fs::read_to_string(roots.proc.join("uptime"))
+    let uptime = super::read_small(&roots.proc.join("uptime"))
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok());
     let pids: Vec<u32> = match only {
@@ -168,7 +168,7 @@ pub fn discover_skipping(
         let Some(id) = read_identity(&dir) else {
             continue;
         };
-        let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+        let cgroup = super::read_small(&dir.join("cgroup")).unwrap_or_default();
         let labels = labels_from(&env, &cgroup);
         let netns = super::process::read_netns(&dir);
         let nccl: Vec<(String, String)> = env

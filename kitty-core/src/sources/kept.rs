@@ -38,14 +38,14 @@ impl KeptFiles {
         let k = (path.to_path_buf(), key);
         if let Some(kept) = self.files.get_mut(&k) {
             kept.used = true;
-            if let Some(text) = read_from_start(&kept.file) {
+            if let Ok(text) = read_from_start(&kept.file) {
                 return Some(text);
             }
             // Gone under it (a removed cgroup, an exited process): open again.
             self.files.remove(&k);
         }
         let file = File::open(path).ok()?;
-        let text = read_from_start(&file)?;
+        let text = read_from_start(&file).ok()?;
         self.files.insert(k, Kept { file, used: true });
         Some(text)
     }
@@ -67,8 +67,10 @@ impl KeptFiles {
 }
 
 /// The whole file from offset 0 (positioned reads: the file's offset is
-/// never moved, so every read starts the text over).
-fn read_from_start(f: &File) -> Option<String> {
+/// never moved, so every read starts the text over), into a 4 KB buffer
+/// that doubles when full: one `read()` and the one that says the end, for
+/// most procfs and sysfs files.
+pub(super) fn read_from_start(f: &File) -> std::io::Result<String> {
     let mut buf = vec![0u8; 4096];
     let mut len = 0;
     loop {
@@ -79,11 +81,11 @@ fn read_from_start(f: &File) -> Option<String> {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(e) => return Err(e),
         }
     }
     buf.truncate(len);
-    String::from_utf8(buf).ok()
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]

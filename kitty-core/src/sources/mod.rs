@@ -102,5 +102,36 @@ pub fn in_process_fs(pid_dir: &Path, path: &str) -> PathBuf {
 /// Reads a small file into a string; a missing file is `None`, not an error,
 /// since processes and kernel features come and go.
 pub fn read_opt(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
+    read_small(path).ok()
+}
+
+/// A procfs or sysfs file's whole text in one `read()` (and the one that
+/// says the end) for files under 4 KB: `std::fs::read_to_string` first
+/// asks the size (statx: 0 for these files) and then grows its buffer from
+/// 32 bytes, a `read()` per doubling (8 of them for a `status`).
+pub fn read_small(path: &Path) -> std::io::Result<String> {
+    kept::read_from_start(&std::fs::File::open(path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_read_gives_the_whole_file_or_why_not() {
+        // A procfs file (its size says 0) and a file over the first 4 KB.
+        let status = read_small(Path::new("/proc/self/status")).unwrap();
+        assert!(status.starts_with("Name:") && status.contains("\nCpus_allowed_list:"));
+        let d = tempfile::tempdir().unwrap();
+        let big: String = (0..3000).map(|i| format!("{i}\n")).collect();
+        std::fs::write(d.path().join("big"), &big).unwrap();
+        assert_eq!(read_small(&d.path().join("big")).unwrap(), big);
+        let gone = read_small(&d.path().join("gone")).unwrap_err();
+        assert_eq!(gone.kind(), std::io::ErrorKind::NotFound);
+        std::fs::write(d.path().join("bytes"), [0xff, 0xfe]).unwrap();
+        assert_eq!(
+            read_small(&d.path().join("bytes")).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidData
+        );
+    }
 }

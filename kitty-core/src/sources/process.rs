@@ -310,7 +310,7 @@ fn read_threads(
         sample.run_delay_ns += ss.run_delay;
         sample.exec_ns += ss.sum_exec_runtime;
         let migrations = sched
-            .then(|| std::fs::read_to_string(tdir.join("sched")).ok())
+            .then(|| super::read_small(&tdir.join("sched")).ok())
             .flatten()
             .as_deref()
             .and_then(parse_nr_migrations);
@@ -321,7 +321,7 @@ fn read_threads(
         // A thread's name rarely changes: read it once.
         let comm = match prev.and_then(|p| p.get(&tid)) {
             Some(t) => t.comm.clone(),
-            None => std::fs::read_to_string(tdir.join("comm"))
+            None => super::read_small(&tdir.join("comm"))
                 .map(|s| s.trim_end().to_string())
                 .unwrap_or_default(),
         };

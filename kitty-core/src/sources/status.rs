@@ -19,7 +19,7 @@ pub struct StatusFields {
 
 /// Reads and scans `<dir>/status`.
 pub fn read_status(dir: &std::path::Path) -> std::io::Result<StatusFields> {
-    std::fs::read_to_string(dir.join("status")).map(|t| parse_status(&t))
+    super::read_small(&dir.join("status")).map(|t| parse_status(&t))
 }
 
 pub fn parse_status(text: &str) -> StatusFields {

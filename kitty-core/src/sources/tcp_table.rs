@@ -66,7 +66,7 @@ pub fn parse_table(text: &str) -> Vec<SocketRaw> {
 pub fn read_tables(pid_dir: &Path) -> HashMap<u64, SocketRaw> {
     let mut out = HashMap::new();
     for f in ["net/tcp", "net/tcp6"] {
-        if let Ok(text) = std::fs::read_to_string(pid_dir.join(f)) {
+        if let Ok(text) = super::read_small(&pid_dir.join(f)) {
             for s in parse_table(&text) {
                 out.insert(s.inode, s);
             }
