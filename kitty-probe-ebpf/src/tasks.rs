@@ -218,7 +218,8 @@ fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
         inv.count += 1;
         if u32_at(b, 4) == FILE_SOCKET {
             inv.socket_inodes.push(u64_at(b, 8));
-        } else {
+        } else if b[16..32].starts_with(b"uverbs") {
+            // Text only for a likely device: most of a rank's fds are not.
             let (name, dir) = (comm_text(&b[16..32]), comm_text(&b[32..48]));
             if let Some(n) = uverbs_of_link(&format!("/{dir}/{name}")) {
                 inv.uverbs.push(n);
