@@ -187,7 +187,7 @@ impl Sampler {
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self
             .sockets
-            .netns_frames(&self.cfg.roots, &samples, dt_s, &mut self.files);
+            .netns_frames(&self.cfg.roots, &samples, mono, &mut self.files);
         let comm = self.comm_phase(&samples, mono, wall, &mut events);
         let mut ranks =
             self.procs

@@ -16,7 +16,24 @@ pub(super) struct SocketReader {
     use_sock_diag: bool,
     sockdiag: SockDiag,
     error: Option<String>,
-    prev_netns: HashMap<u64, BTreeMap<Text, u64>>,
+    prev_netns: HashMap<u64, NetnsRead>,
+}
+
+/// How often a namespace's TCP counters (net/snmp, net/netstat) are read.
+/// They are context (the exporter's `kitty_netns_*`, snapshots): no verdict
+/// rests on them, and each read makes the kernel sum ~200 counters over
+/// every CPU and print both files, per namespace (a pod per rank is a
+/// namespace per rank). Between reads a frame carries the last reading;
+/// its rates are over the time between the two reads, so counters
+/// integrated frame by frame (the exporter's) still add up.
+const NETNS_EVERY_NS: u64 = 2_000_000_000;
+
+/// A namespace's last reading.
+#[derive(Clone)]
+pub(super) struct NetnsRead {
+    mono: u64,
+    counters: BTreeMap<Text, u64>,
+    signals: Signals,
 }
 
 /// inode -> socket, per network namespace.
@@ -83,51 +100,151 @@ impl SocketReader {
         }
     }
 
-    /// The namespaces' TCP counters and their rates.
+    /// The namespaces' TCP counters and their rates, read every
+    /// [`NETNS_EVERY_NS`].
     pub fn netns_frames(
         &mut self,
         roots: &Roots,
         samples: &[Sample],
-        dt_s: Option<f64>,
+        mono: u64,
         files: &mut KeptFiles,
     ) -> Vec<NetnsFrame> {
+        const FILES: [&str; 2] = ["net/snmp", "net/netstat"];
         let mut frames = Vec::new();
         let mut next = HashMap::new();
         for (ns, pids) in namespaces(samples) {
             let dir = roots.pid_dir(pids[0]);
-            let mut all = BTreeMap::new();
-            for f in ["net/snmp", "net/netstat"] {
-                // Kept under the namespace's inode: the file reads the
-                // namespace its process was in when it was opened.
-                if let Some(t) = files.read_keyed(&dir.join(f), ns) {
-                    all.extend(parse_kept(&t));
+            let prev = self.prev_netns.remove(&ns);
+            let read = match prev {
+                Some(p) if mono.saturating_sub(p.mono) < NETNS_EVERY_NS => {
+                    for f in FILES {
+                        files.keep_keyed(&dir.join(f), ns);
+                    }
+                    p
                 }
-            }
-            let counters: BTreeMap<Text, u64> =
-                all.into_iter().map(|(k, v)| (Text::new(&k), v)).collect();
-            let mut signals = Signals::new();
-            if let (Some(dt), Some(prev)) = (dt_s, self.prev_netns.get(&ns)) {
-                for (k, sig) in [
-                    ("Tcp.RetransSegs", Sig::RetransSegsPerS),
-                    ("Tcp.OutSegs", Sig::OutSegsPerS),
-                    ("Tcp.InSegs", Sig::InSegsPerS),
-                    ("TcpExt.TCPTimeouts", Sig::TimeoutsPerS),
-                ] {
-                    let k = Text::new(k);
-                    if let (Some(p), Some(c)) = (prev.get(&k), counters.get(&k)) {
-                        signals.set_opt(sig, rate(*p, *c, dt));
+                _ => {
+                    let mut all = BTreeMap::new();
+                    for f in FILES {
+                        // Kept under the namespace's inode: the file reads the
+                        // namespace its process was in when it was opened.
+                        if let Some(t) = files.read_keyed(&dir.join(f), ns) {
+                            all.extend(parse_kept(&t));
+                        }
+                    }
+                    let counters: BTreeMap<Text, u64> =
+                        all.into_iter().map(|(k, v)| (Text::new(&k), v)).collect();
+                    let signals = prev.map(|p| rates(&p, &counters, mono)).unwrap_or_default();
+                    NetnsRead {
+                        mono,
+                        counters,
+                        signals,
                     }
                 }
-            }
-            next.insert(ns, counters.clone());
+            };
             frames.push(NetnsFrame {
                 inode: ns,
                 pids,
-                counters,
-                signals,
+                counters: read.counters.clone(),
+                signals: read.signals.clone(),
             });
+            next.insert(ns, read);
         }
         self.prev_netns = next;
         frames
+    }
+}
+
+/// The namespace's rates between its last reading and `counters`, read now.
+fn rates(prev: &NetnsRead, counters: &BTreeMap<Text, u64>, mono: u64) -> Signals {
+    let dt = mono.saturating_sub(prev.mono) as f64 / 1e9;
+    let mut signals = Signals::new();
+    if dt <= 0.0 {
+        return signals;
+    }
+    for (k, sig) in [
+        ("Tcp.RetransSegs", Sig::RetransSegsPerS),
+        ("Tcp.OutSegs", Sig::OutSegsPerS),
+        ("Tcp.InSegs", Sig::InSegsPerS),
+        ("TcpExt.TCPTimeouts", Sig::TimeoutsPerS),
+    ] {
+        let k = Text::new(k);
+        if let (Some(p), Some(c)) = (prev.counters.get(&k), counters.get(&k)) {
+            signals.set_opt(sig, rate(*p, *c, dt));
+        }
+    }
+    signals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProcKey;
+    use crate::sources::discovery::Watched;
+    use crate::sources::process::ProcSample;
+
+    /// A proc root with one process whose namespace's counters are these.
+    fn write_counters(root: &std::path::Path, out_segs: u64, retrans: u64, timeouts: u64) {
+        let net = root.join("42/net");
+        std::fs::create_dir_all(&net).unwrap();
+        std::fs::write(
+            net.join("snmp"),
+            format!("Tcp: InSegs OutSegs RetransSegs\nTcp: 100 {out_segs} {retrans}\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            net.join("netstat"),
+            format!("TcpExt: TCPTimeouts\nTcpExt: {timeouts}\n"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_namespaces_counters_are_read_every_two_seconds_and_carried_between() {
+        let d = tempfile::tempdir().unwrap();
+        let roots = Roots::new(d.path());
+        let w = Watched {
+            key: ProcKey {
+                pid: 42,
+                start_time: 1,
+            },
+            comm: Text::new("rank"),
+            ppid: 1,
+            labels: Default::default(),
+            nccl: Vec::new(),
+            nic_numa: Vec::new(),
+            role: Default::default(),
+            cgroup: String::new(),
+            netns: Some(7),
+        };
+        let samples = [(w, ProcSample::default())];
+        let (mut r, mut files) = (SocketReader::new(false), KeptFiles::default());
+        let at = |r: &mut SocketReader, files: &mut KeptFiles, ms: u64| {
+            let f = r.netns_frames(&roots, &samples, ms * 1_000_000, files);
+            files.sweep();
+            assert_eq!((f.len(), f[0].inode, f[0].pids.clone()), (1, 7, vec![42]));
+            f.into_iter().next().unwrap()
+        };
+        let out = |f: &NetnsFrame| f.counters.get(&Text::new("Tcp.OutSegs")).copied();
+
+        write_counters(d.path(), 1_000, 10, 1);
+        let first = at(&mut r, &mut files, 0);
+        assert_eq!(out(&first), Some(1_000));
+        assert!(first.signals.get(Sig::OutSegsPerS).is_none(), "no rate yet");
+
+        // Within two seconds: the files are not read again, the reading is
+        // carried, and the files stay open.
+        write_counters(d.path(), 3_000, 30, 2);
+        let carried = at(&mut r, &mut files, 1_500);
+        assert_eq!(carried, first);
+        assert_eq!(files.len(), 2, "snmp and netstat kept open");
+
+        // Two seconds on: read, with rates over the two seconds.
+        let second = at(&mut r, &mut files, 2_000);
+        assert_eq!(out(&second), Some(3_000));
+        assert_eq!(second.signals.get(Sig::OutSegsPerS), Some(1_000.0));
+        assert_eq!(second.signals.get(Sig::RetransSegsPerS), Some(10.0));
+        assert_eq!(second.signals.get(Sig::TimeoutsPerS), Some(0.5));
+        let carried = at(&mut r, &mut files, 2_500);
+        assert_eq!(carried, second, "the rates carried with their counters");
     }
 }

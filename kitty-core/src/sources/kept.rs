@@ -50,6 +50,14 @@ impl KeptFiles {
         Some(text)
     }
 
+    /// Keeps a file open through the next sweep without reading it (one
+    /// read less often than every tick).
+    pub fn keep_keyed(&mut self, path: &Path, key: u64) {
+        if let Some(kept) = self.files.get_mut(&(path.to_path_buf(), key)) {
+            kept.used = true;
+        }
+    }
+
     /// Closes the files not read since the last sweep (a namespace or a
     /// cgroup no rank is in now), so that open files follow what is read.
     pub fn sweep(&mut self) {
