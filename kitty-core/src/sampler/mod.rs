@@ -116,6 +116,7 @@ pub struct Sampler {
     procs: procs::ProcReader,
     neighbours: neighbours::Neighbours,
     prev_mono: Option<u64>,
+    host: crate::sources::host::HostReader,
     prev_host: Option<HostFrame>,
     prev_sources: Sources,
     seq: u64,
@@ -143,6 +144,7 @@ impl Sampler {
             watch: Default::default(),
             mounts,
             prev_mono: None,
+            host: Default::default(),
             prev_host: None,
             prev_sources: Sources::default(),
             seq: 0,
@@ -196,7 +198,7 @@ impl Sampler {
         phase_sources.extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
 
         let mut host = host::build_host(
-            &crate::sources::host::read_host(&self.cfg.roots, &mut self.files),
+            &self.host.read(&self.cfg.roots, &mut self.files, mono),
             self.prev_host.as_ref(),
             dt_s,
         );

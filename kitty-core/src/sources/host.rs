@@ -23,14 +23,74 @@ pub struct HostSample {
     pub interfaces: BTreeMap<String, (u64, u64)>,
 }
 
-/// This tick's host files, read through `files` (kept open: they are the
-/// same files every tick).
-pub fn read_host(roots: &Roots, files: &mut KeptFiles) -> HostSample {
-    let p = &roots.proc;
-    let mut h = HostSample::default();
-    if let Some(text) = files.read(&p.join("stat")) {
-        parse_stat(&text, &mut h);
+/// How often the host's slower files are read: loadavg (the kernel updates
+/// it every 5 s), PSI (its averages every 2 s), meminfo and /dev/shm
+/// (gauges on screen and in the exposition; no verdict rests on them).
+/// `stat` (every CPU's busy time) and `net/dev` are read every tick.
+pub const SLOW_EVERY_NS: u64 = 2_000_000_000;
+
+/// Reads the host files (kept open in `files`: the same files every tick),
+/// the slower ones every [`SLOW_EVERY_NS`], their last reading carried in
+/// between.
+#[derive(Default)]
+pub struct HostReader {
+    /// The last reading of the slower files, and when (monotonic ns).
+    slow: Option<(u64, HostSample)>,
+}
+
+/// The slower files, by path under the proc root.
+const SLOW_FILES: [&str; 5] = [
+    "loadavg",
+    "meminfo",
+    "pressure/cpu",
+    "pressure/memory",
+    "pressure/io",
+];
+
+impl HostReader {
+    /// This tick's host sample, at `mono`.
+    pub fn read(&mut self, roots: &Roots, files: &mut KeptFiles, mono: u64) -> HostSample {
+        let p = &roots.proc;
+        let mut h = HostSample::default();
+        if let Some(text) = files.read(&p.join("stat")) {
+            parse_stat(&text, &mut h);
+        }
+        // The host's interfaces are those of init's namespace, not kitty's
+        // own (init never changes namespace, so its file can be kept too).
+        let dev = files
+            .read(&p.join("1/net/dev"))
+            .or_else(|| files.read(&p.join("net/dev")));
+        if let Some(text) = dev {
+            h.interfaces = parse_net_dev(&text);
+        }
+        match &self.slow {
+            Some((at, last)) if mono.saturating_sub(*at) < SLOW_EVERY_NS => {
+                for f in SLOW_FILES {
+                    files.keep_keyed(&p.join(f), 0);
+                }
+                copy_slow(last, &mut h);
+            }
+            _ => {
+                read_slow(roots, files, &mut h);
+                self.slow = Some((mono, h.clone()));
+            }
+        }
+        h
     }
+}
+
+/// The slower files' fields from `from` into `to`.
+fn copy_slow(from: &HostSample, to: &mut HostSample) {
+    to.loadavg = from.loadavg;
+    to.mem_total = from.mem_total;
+    to.mem_available = from.mem_available;
+    to.shm_total = from.shm_total;
+    to.shm_used = from.shm_used;
+    to.psi = from.psi;
+}
+
+fn read_slow(roots: &Roots, files: &mut KeptFiles, h: &mut HostSample) {
+    let p = &roots.proc;
     h.loadavg = files
         .read(&p.join("loadavg"))
         .and_then(|t| parse_loadavg(&t));
@@ -42,19 +102,10 @@ pub fn read_host(roots: &Roots, files: &mut KeptFiles) -> HostSample {
             .read(&p.join("pressure").join(name))
             .and_then(|t| parse_psi_some(&t));
     }
-    // The host's interfaces are those of init's namespace, not kitty's own
-    // (init never changes namespace, so its file can be kept too).
-    let dev = files
-        .read(&p.join("1/net/dev"))
-        .or_else(|| files.read(&p.join("net/dev")));
-    if let Some(text) = dev {
-        h.interfaces = parse_net_dev(&text);
-    }
     if let Some((total, used)) = statvfs(&roots.host_path("/dev/shm")) {
         h.shm_total = Some(total);
         h.shm_used = Some(used);
     }
-    h
 }
 
 /// /proc/stat's keys for the run queue (not signal names, though alike).
@@ -224,13 +275,66 @@ mod tests {
 
     #[test]
     fn live_host() {
-        let mut files = KeptFiles::default();
-        let h = read_host(&Roots::default(), &mut files);
+        let (mut files, mut r) = (KeptFiles::default(), HostReader::default());
+        let h = r.read(&Roots::default(), &mut files, 0);
         assert!(files.len() >= 4, "the host files are kept open");
-        let again = read_host(&Roots::default(), &mut files);
+        let again = r.read(&Roots::default(), &mut files, 1);
         assert!(again.cpu_total.1 >= h.cpu_total.1 && again.mem_total == h.mem_total);
         assert!(h.cpu_total.1 > 0 && !h.cpu_each.is_empty());
         assert!(h.mem_available.is_some());
         assert!(h.shm_total.is_some());
+    }
+
+    /// A proc root whose files say these numbers.
+    fn write_host(root: &std::path::Path, busy: u64, available_kb: u64, load: f64) {
+        std::fs::create_dir_all(root.join("pressure")).unwrap();
+        std::fs::write(root.join("stat"), format!("cpu {busy} 0 0 100 0 0 0 0\n")).unwrap();
+        std::fs::write(
+            root.join("meminfo"),
+            format!("MemTotal: 1000 kB\nMemAvailable: {available_kb} kB\n"),
+        )
+        .unwrap();
+        std::fs::write(root.join("loadavg"), format!("{load} 0.5 0.25 1/100 42\n")).unwrap();
+        for f in ["cpu", "memory", "io"] {
+            std::fs::write(
+                root.join("pressure").join(f),
+                format!("some avg10={load} avg60=0 avg300=0 total=7\n"),
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn the_slower_files_are_read_every_two_seconds_and_stat_every_tick() {
+        let d = tempfile::tempdir().unwrap();
+        let roots = Roots::new(d.path());
+        let (mut files, mut r) = (KeptFiles::default(), HostReader::default());
+        let mut at = |ms: u64| {
+            let h = r.read(&roots, &mut files, ms * 1_000_000);
+            files.sweep();
+            (
+                h.cpu_total.1,
+                h.mem_available,
+                h.loadavg.map(|l| l[0]),
+                h.psi[1],
+            )
+        };
+        write_host(d.path(), 10, 500, 1.5);
+        assert_eq!(at(0), (110, Some(500 * 1024), Some(1.5), Some((1.5, 7))));
+        write_host(d.path(), 20, 250, 3.0);
+        // stat anew; the rest as read at 0.
+        assert_eq!(
+            at(1_500),
+            (120, Some(500 * 1024), Some(1.5), Some((1.5, 7)))
+        );
+        assert_eq!(
+            at(2_000),
+            (120, Some(250 * 1024), Some(3.0), Some((3.0, 7)))
+        );
+        assert_eq!(
+            files.len(),
+            6,
+            "stat, meminfo, loadavg, three PSI files kept open"
+        );
     }
 }
