@@ -27,21 +27,22 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
     }
     sig.set_opt(Sig::ProcsRunning, h.procs_running.map(|v| v as f64));
     sig.set_opt(Sig::ProcsBlocked, h.procs_blocked.map(|v| v as f64));
-    sig.set_opt(Sig::Load1, h.loadavg.map(|l| l[0]));
-    sig.set_opt(Sig::MemAvailableBytes, h.mem_available.map(|v| v as f64));
-    if let (Some(t), Some(a)) = (h.mem_total, h.mem_available) {
+    let g = &h.gauges;
+    sig.set_opt(Sig::Load1, g.loadavg.map(|l| l[0]));
+    sig.set_opt(Sig::MemAvailableBytes, g.mem_available.map(|v| v as f64));
+    if let (Some(t), Some(a)) = (g.mem_total, g.mem_available) {
         sig.set_opt(
             Sig::MemUsedPct,
             (t > 0).then(|| (t.saturating_sub(a)) as f64 * 100.0 / t as f64),
         );
     }
-    sig.set_opt(Sig::ShmUsedBytes, h.shm_used.map(|v| v as f64));
-    sig.set_opt(Sig::ShmTotalBytes, h.shm_total.map(|v| v as f64));
+    sig.set_opt(Sig::ShmUsedBytes, g.shm_used.map(|v| v as f64));
+    sig.set_opt(Sig::ShmTotalBytes, g.shm_total.map(|v| v as f64));
     for (i, s) in [Sig::PsiCpuSomePct, Sig::PsiMemorySomePct, Sig::PsiIoSomePct]
         .into_iter()
         .enumerate()
     {
-        sig.set_opt(s, h.psi[i].map(|(avg, _)| avg));
+        sig.set_opt(s, g.psi[i].map(|(avg, _)| avg));
     }
     let interfaces = h
         .interfaces
@@ -66,9 +67,9 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
             cpu_total: h.cpu_total,
             cpu_each: h.cpu_each.clone(),
             psi_some_us: [
-                h.psi[0].map(|p| p.1),
-                h.psi[1].map(|p| p.1),
-                h.psi[2].map(|p| p.1),
+                g.psi[0].map(|p| p.1),
+                g.psi[1].map(|p| p.1),
+                g.psi[2].map(|p| p.1),
             ],
         },
         busy: Vec::new(),

@@ -90,10 +90,9 @@ impl ProcReader {
             let sched_due = prev
                 .and_then(|p| p.migrations)
                 .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
-            let mut walk = || open_files(w.key.pid);
             let reuse = Reuse {
                 fds,
-                fd_walk: Some(FdWalk(&mut walk)),
+                fd_walk: Some(FdWalk(&mut *open_files)),
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
                 tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),

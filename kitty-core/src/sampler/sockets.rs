@@ -5,7 +5,7 @@
 use super::procs::Sample;
 use crate::model::rates::rate;
 use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
-use crate::sources::kept::KeptFiles;
+use crate::sources::kept::{Every, KeptFiles};
 use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::SockDiag;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
@@ -16,7 +16,8 @@ pub(super) struct SocketReader {
     use_sock_diag: bool,
     sockdiag: SockDiag,
     error: Option<String>,
-    prev_netns: HashMap<u64, NetnsRead>,
+    /// Each namespace's counters, read every [`NETNS_EVERY_NS`].
+    netns: HashMap<u64, Every<NetnsRead>>,
 }
 
 /// How often a namespace's TCP counters (net/snmp, net/netstat) are read.
@@ -28,10 +29,9 @@ pub(super) struct SocketReader {
 /// integrated frame by frame (the exporter's) still add up.
 const NETNS_EVERY_NS: u64 = 2_000_000_000;
 
-/// A namespace's last reading.
-#[derive(Clone)]
+/// A namespace's reading: its counters, and their rates since the one
+/// before.
 pub(super) struct NetnsRead {
-    mono: u64,
     counters: BTreeMap<Text, u64>,
     signals: Signals,
 }
@@ -56,7 +56,7 @@ impl SocketReader {
             use_sock_diag,
             sockdiag: SockDiag::default(),
             error: None,
-            prev_netns: HashMap::new(),
+            netns: HashMap::new(),
         }
     }
 
@@ -114,53 +114,43 @@ impl SocketReader {
         let mut next = HashMap::new();
         for (ns, pids) in namespaces(samples) {
             let dir = roots.pid_dir(pids[0]);
-            let prev = self.prev_netns.remove(&ns);
-            let read = match prev {
-                Some(p) if mono.saturating_sub(p.mono) < NETNS_EVERY_NS => {
-                    for f in FILES {
-                        files.keep_keyed(&dir.join(f), ns);
-                    }
-                    p
-                }
-                _ => {
-                    let mut all = BTreeMap::new();
-                    for f in FILES {
-                        // Kept under the namespace's inode: the file reads the
-                        // namespace its process was in when it was opened.
-                        if let Some(t) = files.read_keyed(&dir.join(f), ns) {
-                            all.extend(parse_kept(&t));
-                        }
-                    }
-                    let counters: BTreeMap<Text, u64> =
-                        all.into_iter().map(|(k, v)| (Text::new(&k), v)).collect();
-                    let signals = prev.map(|p| rates(&p, &counters, mono)).unwrap_or_default();
-                    NetnsRead {
-                        mono,
-                        counters,
-                        signals,
+            let mut every = self
+                .netns
+                .remove(&ns)
+                .unwrap_or_else(|| Every::new(NETNS_EVERY_NS));
+            let keep = FILES.map(|f| (dir.join(f), ns));
+            let read = every.at(mono, files, keep, |files, last| {
+                let mut all = BTreeMap::new();
+                for f in FILES {
+                    // Kept under the namespace's inode: the file reads the
+                    // namespace its process was in when it was opened.
+                    if let Some(t) = files.read_keyed(&dir.join(f), ns) {
+                        all.extend(parse_kept(&t));
                     }
                 }
-            };
+                let counters = all.into_iter().map(|(k, v)| (Text::new(&k), v)).collect();
+                let signals = last
+                    .map(|(at, last)| rates(&last.counters, &counters, mono.saturating_sub(at)))
+                    .unwrap_or_default();
+                NetnsRead { counters, signals }
+            });
             frames.push(NetnsFrame {
                 inode: ns,
                 pids,
                 counters: read.counters.clone(),
                 signals: read.signals.clone(),
             });
-            next.insert(ns, read);
+            next.insert(ns, every);
         }
-        self.prev_netns = next;
+        self.netns = next;
         frames
     }
 }
 
-/// The namespace's rates between its last reading and `counters`, read now.
-fn rates(prev: &NetnsRead, counters: &BTreeMap<Text, u64>, mono: u64) -> Signals {
-    let dt = mono.saturating_sub(prev.mono) as f64 / 1e9;
+/// The namespace's rates from the counters `dt_ns` ago to these.
+fn rates(prev: &BTreeMap<Text, u64>, counters: &BTreeMap<Text, u64>, dt_ns: u64) -> Signals {
+    let dt = dt_ns as f64 / 1e9;
     let mut signals = Signals::new();
-    if dt <= 0.0 {
-        return signals;
-    }
     for (k, sig) in [
         ("Tcp.RetransSegs", Sig::RetransSegsPerS),
         ("Tcp.OutSegs", Sig::OutSegsPerS),
@@ -168,7 +158,7 @@ fn rates(prev: &NetnsRead, counters: &BTreeMap<Text, u64>, mono: u64) -> Signals
         ("TcpExt.TCPTimeouts", Sig::TimeoutsPerS),
     ] {
         let k = Text::new(k);
-        if let (Some(p), Some(c)) = (prev.counters.get(&k), counters.get(&k)) {
+        if let (Some(p), Some(c)) = (prev.get(&k), counters.get(&k)) {
             signals.set_opt(sig, rate(*p, *c, dt));
         }
     }
@@ -186,16 +176,18 @@ mod tests {
     fn write_counters(root: &std::path::Path, out_segs: u64, retrans: u64, timeouts: u64) {
         let net = root.join("42/net");
         std::fs::create_dir_all(&net).unwrap();
-        std::fs::write(
-            net.join("snmp"),
-            format!("Tcp: InSegs OutSegs RetransSegs\nTcp: 100 {out_segs} {retrans}\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            net.join("netstat"),
-            format!("TcpExt: TCPTimeouts\nTcpExt: {timeouts}\n"),
-        )
-        .unwrap();
+        for (f, text) in [
+            (
+                "snmp",
+                format!("Tcp: InSegs OutSegs RetransSegs\nTcp: 100 {out_segs} {retrans}\n"),
+            ),
+            (
+                "netstat",
+                format!("TcpExt: TCPTimeouts\nTcpExt: {timeouts}\n"),
+            ),
+        ] {
+            std::fs::write(net.join(f), text).unwrap();
+        }
     }
 
     #[test]

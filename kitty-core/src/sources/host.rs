@@ -2,7 +2,7 @@
 //! statvfs(/dev/shm). These formats are a few lines each and kitty needs the
 //! raw jiffies and totals (procfs converts them), so they are parsed here.
 
-use super::kept::KeptFiles;
+use super::kept::{Every, KeptFiles};
 use super::Roots;
 use std::collections::BTreeMap;
 
@@ -13,6 +13,14 @@ pub struct HostSample {
     pub cpu_each: Vec<(u64, u64)>,
     pub procs_running: Option<u64>,
     pub procs_blocked: Option<u64>,
+    pub interfaces: BTreeMap<String, (u64, u64)>,
+    /// Read every [`GAUGES_EVERY_NS`].
+    pub gauges: HostGauges,
+}
+
+/// What the host's slower files say: loadavg, meminfo, PSI, /dev/shm.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostGauges {
     pub loadavg: Option<[f64; 3]>,
     pub mem_total: Option<u64>,
     pub mem_available: Option<u64>,
@@ -20,32 +28,36 @@ pub struct HostSample {
     pub shm_used: Option<u64>,
     /// PSI: (some avg10 %, some total us) for cpu, memory, io.
     pub psi: [Option<(f64, u64)>; 3],
-    pub interfaces: BTreeMap<String, (u64, u64)>,
 }
 
 /// How often the host's slower files are read: loadavg (the kernel updates
 /// it every 5 s), PSI (its averages every 2 s), meminfo and /dev/shm
 /// (gauges on screen and in the exposition; no verdict rests on them).
 /// `stat` (every CPU's busy time) and `net/dev` are read every tick.
-pub const SLOW_EVERY_NS: u64 = 2_000_000_000;
-
-/// Reads the host files (kept open in `files`: the same files every tick),
-/// the slower ones every [`SLOW_EVERY_NS`], their last reading carried in
-/// between.
-#[derive(Default)]
-pub struct HostReader {
-    /// The last reading of the slower files, and when (monotonic ns).
-    slow: Option<(u64, HostSample)>,
-}
+pub const GAUGES_EVERY_NS: u64 = 2_000_000_000;
 
 /// The slower files, by path under the proc root.
-const SLOW_FILES: [&str; 5] = [
+const GAUGE_FILES: [&str; 5] = [
     "loadavg",
     "meminfo",
     "pressure/cpu",
     "pressure/memory",
     "pressure/io",
 ];
+
+/// Reads the host files (kept open in `files`: the same files every tick),
+/// the slower ones every [`GAUGES_EVERY_NS`].
+pub struct HostReader {
+    gauges: Every<HostGauges>,
+}
+
+impl Default for HostReader {
+    fn default() -> Self {
+        HostReader {
+            gauges: Every::new(GAUGES_EVERY_NS),
+        }
+    }
+}
 
 impl HostReader {
     /// This tick's host sample, at `mono`.
@@ -63,49 +75,36 @@ impl HostReader {
         if let Some(text) = dev {
             h.interfaces = parse_net_dev(&text);
         }
-        match &self.slow {
-            Some((at, last)) if mono.saturating_sub(*at) < SLOW_EVERY_NS => {
-                for f in SLOW_FILES {
-                    files.keep_keyed(&p.join(f), 0);
-                }
-                copy_slow(last, &mut h);
-            }
-            _ => {
-                read_slow(roots, files, &mut h);
-                self.slow = Some((mono, h.clone()));
-            }
-        }
+        let keep = GAUGE_FILES.map(|f| (p.join(f), 0));
+        h.gauges = self
+            .gauges
+            .at(mono, files, keep, |files, _| read_gauges(roots, files))
+            .clone();
         h
     }
 }
 
-/// The slower files' fields from `from` into `to`.
-fn copy_slow(from: &HostSample, to: &mut HostSample) {
-    to.loadavg = from.loadavg;
-    to.mem_total = from.mem_total;
-    to.mem_available = from.mem_available;
-    to.shm_total = from.shm_total;
-    to.shm_used = from.shm_used;
-    to.psi = from.psi;
-}
-
-fn read_slow(roots: &Roots, files: &mut KeptFiles, h: &mut HostSample) {
+fn read_gauges(roots: &Roots, files: &mut KeptFiles) -> HostGauges {
     let p = &roots.proc;
-    h.loadavg = files
-        .read(&p.join("loadavg"))
-        .and_then(|t| parse_loadavg(&t));
+    let mut g = HostGauges {
+        loadavg: files
+            .read(&p.join("loadavg"))
+            .and_then(|t| parse_loadavg(&t)),
+        ..Default::default()
+    };
     if let Some(text) = files.read(&p.join("meminfo")) {
-        [h.mem_total, h.mem_available] = meminfo_fields(&text, ["MemTotal", "MemAvailable"]);
+        [g.mem_total, g.mem_available] = meminfo_fields(&text, ["MemTotal", "MemAvailable"]);
     }
     for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
-        h.psi[i] = files
+        g.psi[i] = files
             .read(&p.join("pressure").join(name))
             .and_then(|t| parse_psi_some(&t));
     }
     if let Some((total, used)) = statvfs(&roots.host_path("/dev/shm")) {
-        h.shm_total = Some(total);
-        h.shm_used = Some(used);
+        g.shm_total = Some(total);
+        g.shm_used = Some(used);
     }
+    g
 }
 
 /// /proc/stat's keys for the run queue (not signal names, though alike).
@@ -279,28 +278,28 @@ mod tests {
         let h = r.read(&Roots::default(), &mut files, 0);
         assert!(files.len() >= 4, "the host files are kept open");
         let again = r.read(&Roots::default(), &mut files, 1);
-        assert!(again.cpu_total.1 >= h.cpu_total.1 && again.mem_total == h.mem_total);
+        assert!(again.cpu_total.1 >= h.cpu_total.1 && again.gauges == h.gauges);
         assert!(h.cpu_total.1 > 0 && !h.cpu_each.is_empty());
-        assert!(h.mem_available.is_some());
-        assert!(h.shm_total.is_some());
+        assert!(h.gauges.mem_available.is_some());
+        assert!(h.gauges.shm_total.is_some());
     }
 
     /// A proc root whose files say these numbers.
     fn write_host(root: &std::path::Path, busy: u64, available_kb: u64, load: f64) {
         std::fs::create_dir_all(root.join("pressure")).unwrap();
-        std::fs::write(root.join("stat"), format!("cpu {busy} 0 0 100 0 0 0 0\n")).unwrap();
-        std::fs::write(
-            root.join("meminfo"),
-            format!("MemTotal: 1000 kB\nMemAvailable: {available_kb} kB\n"),
-        )
-        .unwrap();
-        std::fs::write(root.join("loadavg"), format!("{load} 0.5 0.25 1/100 42\n")).unwrap();
-        for f in ["cpu", "memory", "io"] {
-            std::fs::write(
-                root.join("pressure").join(f),
-                format!("some avg10={load} avg60=0 avg300=0 total=7\n"),
-            )
-            .unwrap();
+        let psi = format!("some avg10={load} avg60=0 avg300=0 total=7\n");
+        for (f, text) in [
+            ("stat", format!("cpu {busy} 0 0 100 0 0 0 0\n")),
+            (
+                "meminfo",
+                format!("MemTotal: 1000 kB\nMemAvailable: {available_kb} kB\n"),
+            ),
+            ("loadavg", format!("{load} 0.5 0.25 1/100 42\n")),
+            ("pressure/cpu", psi.clone()),
+            ("pressure/memory", psi.clone()),
+            ("pressure/io", psi),
+        ] {
+            std::fs::write(root.join(f), text).unwrap();
         }
     }
 
@@ -312,11 +311,12 @@ mod tests {
         let mut at = |ms: u64| {
             let h = r.read(&roots, &mut files, ms * 1_000_000);
             files.sweep();
+            let g = h.gauges;
             (
                 h.cpu_total.1,
-                h.mem_available,
-                h.loadavg.map(|l| l[0]),
-                h.psi[1],
+                g.mem_available,
+                g.loadavg.map(|l| l[0]),
+                g.psi[1],
             )
         };
         write_host(d.path(), 10, 500, 1.5);

@@ -50,14 +50,6 @@ impl KeptFiles {
         Some(text)
     }
 
-    /// Keeps a file open through the next sweep without reading it (one
-    /// read less often than every tick).
-    pub fn keep_keyed(&mut self, path: &Path, key: u64) {
-        if let Some(kept) = self.files.get_mut(&(path.to_path_buf(), key)) {
-            kept.used = true;
-        }
-    }
-
     /// Closes the files not read since the last sweep (a namespace or a
     /// cgroup no rank is in now), so that open files follow what is read.
     pub fn sweep(&mut self) {
@@ -71,6 +63,48 @@ impl KeptFiles {
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+}
+
+/// A reading taken at most once a period and kept in between, its files
+/// kept open through each sweep meanwhile: for numbers that change more
+/// slowly than a tick, or that nothing needs every tick.
+pub struct Every<T> {
+    period_ns: u64,
+    /// The last reading and when it was taken (monotonic ns).
+    last: Option<(u64, T)>,
+}
+
+impl<T> Every<T> {
+    pub const fn new(period_ns: u64) -> Self {
+        Every {
+            period_ns,
+            last: None,
+        }
+    }
+
+    /// The reading at `mono`: the last one while it is younger than the
+    /// period (the files `keep` names stay open, unread), else a new one,
+    /// `read` given the last reading and when it was taken.
+    pub fn at(
+        &mut self,
+        mono: u64,
+        files: &mut KeptFiles,
+        keep: impl IntoIterator<Item = (PathBuf, u64)>,
+        read: impl FnOnce(&mut KeptFiles, Option<(u64, T)>) -> T,
+    ) -> &T {
+        let (at, reading) = match self.last.take() {
+            Some((at, last)) if mono.saturating_sub(at) < self.period_ns => {
+                for (path, key) in keep {
+                    if let Some(kept) = files.files.get_mut(&(path, key)) {
+                        kept.used = true;
+                    }
+                }
+                (at, last)
+            }
+            last => (mono, read(files, last)),
+        };
+        &self.last.insert((at, reading)).1
     }
 }
 
@@ -99,6 +133,37 @@ pub(super) fn read_from_start(f: &File) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reading_is_taken_once_a_period_its_files_kept_open_between() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("count");
+        let mut files = KeptFiles::default();
+        let mut every = Every::new(2_000);
+        let mut at = |files: &mut KeptFiles, mono| {
+            let keep = [(path.clone(), 0)];
+            let r = every.at(mono, files, keep, |files, last| {
+                let now: u64 = files.read(&path).unwrap().trim().parse().unwrap();
+                (now, last.map(|(at, (n, _))| (mono - at, n)))
+            });
+            files.sweep();
+            *r
+        };
+        std::fs::write(&path, "1").unwrap();
+        assert_eq!(at(&mut files, 0), (1, None));
+        std::fs::write(&path, "5").unwrap();
+        assert_eq!(
+            at(&mut files, 1_999),
+            (1, None),
+            "not due: the last reading"
+        );
+        assert_eq!(files.len(), 1, "its file kept open, unread");
+        assert_eq!(
+            at(&mut files, 2_500),
+            (5, Some((2_500, 1))),
+            "due: read, given the last"
+        );
+    }
 
     #[test]
     fn a_kept_proc_file_reads_anew_each_time() {

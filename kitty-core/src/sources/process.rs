@@ -68,9 +68,10 @@ pub struct FdReuse<'a> {
     pub uverbs: &'a [u32],
 }
 
-/// A walk of the process's open files to use instead of /proc/<pid>/fd
-/// when the fd scan is due (the task iterator's file walk).
-pub struct FdWalk<'a>(pub &'a mut dyn FnMut() -> Option<FdInventory>);
+/// A walk of a process's open files, by its pid as the task rows name it,
+/// to use instead of /proc/<pid>/fd when the fd scan is due (the task
+/// iterator's file walk).
+pub struct FdWalk<'a>(pub &'a mut dyn FnMut(u32) -> Option<FdInventory>);
 
 impl std::fmt::Debug for FdWalk<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -374,7 +375,8 @@ fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>, walk: O
             return;
         }
     }
-    let Some(inv) = walk.and_then(|w| (w.0)()).or_else(|| scan_fds(dir)) else {
+    let walked = walk.and_then(|w| (w.0)(sample.pid));
+    let Some(inv) = walked.or_else(|| scan_fds(dir)) else {
         return;
     };
     sample.fds = Some(inv.count);
@@ -670,7 +672,8 @@ mod tests {
         };
         let mut walks = 0;
         let mut read = |rows: &[TaskRow]| {
-            let mut walk = || {
+            let mut walk = |pid| {
+                assert_eq!(pid, procfs.pid, "walked by the rows' pid");
                 walks += 1;
                 Some(FdInventory {
                     count: 3,
