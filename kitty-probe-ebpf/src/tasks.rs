@@ -65,11 +65,14 @@ struct Row {
     known: u32,
     netns: u32,
     css_set: u64,
+    open_fds: u64,
 }
 
-/// `known` bits: the kernel accounts I/O per task; its RSS layout is known.
+/// `known` bits: the kernel accounts I/O per task; its RSS layout is known
 const KNOWN_IO: u32 = 1;
 const KNOWN_RSS: u32 = 2;
+/// ... and it counted the process's open fds (leader rows).
+const KNOWN_FDS: u32 = 4;
 
 const ROW: usize = std::mem::size_of::<Row>();
 
@@ -116,6 +119,7 @@ impl Row {
             known: u32_at(136),
             netns: u32_at(140),
             css_set: u64_at(144),
+            open_fds: u64_at(152),
         }
     }
 
@@ -141,6 +145,7 @@ impl Row {
                 dead_io_bytes: (self.known & KNOWN_IO != 0)
                     .then_some((self.dead_read_bytes, self.dead_write_bytes)),
                 rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
+                open_fds: (self.known & KNOWN_FDS != 0).then_some(self.open_fds),
                 // Zero: no namespace (exiting) or no node; unknown then.
                 placement: (self.netns != 0 && self.css_set != 0).then_some(Placement {
                     cgroups: self.css_set,
@@ -335,34 +340,42 @@ impl TaskIter {
         }
     }
 
-    /// The rows of the watched processes' threads: a walk of each one's
-    /// threads (links made for new ones, dropped for gone ones), or one of
-    /// every task.
-    fn walk(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<Row>, ProbeError> {
-        let links = match &mut self.walk {
-            Walk::Node(all) => return Ok(all.read(ROW)?.map(Row::from_bytes).collect()),
-            Walk::PerProcess(links) => links,
-        };
-        links.retain(|tgid, _| tgids.contains(tgid));
+    /// The rows of the watched processes' live threads: a walk of each
+    /// one's threads (links made for new ones, dropped for gone ones), or
+    /// one of every task; each row converted as it is read.
+    fn walk(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, ProbeError> {
+        let ns_per_tick = self.ns_per_tick;
         let mut rows = Vec::with_capacity(self.last_rows);
-        for &tgid in tgids {
-            let link = match links.entry(tgid) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    // A process gone since discovery (ESRCH) has no rows.
-                    match IterLink::new(self.prog.as_fd(), Target::Process(tgid)) {
-                        Ok(link) => v.insert(link),
-                        Err(_) => continue,
-                    }
+        // Exited threads (zombies not yet reaped) are not in task/ either.
+        let mut take = |b: &[u8]| {
+            let r = Row::from_bytes(b);
+            if r.exit_state == 0 {
+                rows.push(r.into_task_row(ns_per_tick));
+            }
+        };
+        match &mut self.walk {
+            Walk::Node(all) => all.read(ROW)?.for_each(take),
+            Walk::PerProcess(links) => {
+                links.retain(|tgid, _| tgids.contains(tgid));
+                for &tgid in tgids {
+                    let link = match links.entry(tgid) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            // A process gone since discovery (ESRCH) has no rows.
+                            match IterLink::new(self.prog.as_fd(), Target::Process(tgid)) {
+                                Ok(link) => v.insert(link),
+                                Err(_) => continue,
+                            }
+                        }
+                    };
+                    // Only its own: a kernel that ignored the link's target
+                    // would walk every task (the filter map holds every
+                    // watched tgid).
+                    link.read(ROW)?
+                        .filter(|b| u32_at(b, 4) == tgid)
+                        .for_each(&mut take);
                 }
-            };
-            // Only its own: a kernel that ignored the link's target would
-            // walk every task (the filter map holds every watched tgid).
-            rows.extend(
-                link.read(ROW)?
-                    .map(Row::from_bytes)
-                    .filter(|r| r.tgid == tgid),
-            );
+            }
         }
         self.last_rows = rows.len();
         Ok(rows)
@@ -402,15 +415,7 @@ impl TaskCounters for TaskIter {
         if let Ok(files) = &mut self.files {
             files.links.retain(|tgid, _| tgids.contains(tgid));
         }
-        let rows = self.walk(tgids).map_err(|e| e.to_string())?;
-        let mut out = Vec::with_capacity(rows.len());
-        out.extend(
-            rows.into_iter()
-                // Exited threads (zombies not yet reaped) are not in task/ either.
-                .filter(|r| r.exit_state == 0)
-                .map(|r| r.into_task_row(self.ns_per_tick)),
-        );
-        Ok(out)
+        self.walk(tgids).map_err(|e| e.to_string())
     }
 
     fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
@@ -430,7 +435,7 @@ mod tests {
 
     #[test]
     fn row_layout_matches_the_c_struct() {
-        assert_eq!(ROW, 152, "struct row in tasks.bpf.c is 152 bytes");
+        assert_eq!(ROW, 160, "struct row in tasks.bpf.c is 160 bytes");
         let mut b = vec![0u8; ROW];
         b[0..4].copy_from_slice(&7u32.to_ne_bytes());
         b[4..8].copy_from_slice(&5u32.to_ne_bytes());
@@ -446,6 +451,7 @@ mod tests {
         b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
         b[140..144].copy_from_slice(&4026531840u32.to_ne_bytes());
         b[144..152].copy_from_slice(&4242u64.to_ne_bytes());
+        b[152..160].copy_from_slice(&333u64.to_ne_bytes());
         let r = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(r.state, 'S');
         assert_eq!(r.io_bytes, Some((4096, 0)));
@@ -455,12 +461,16 @@ mod tests {
                 dead_exec_ns: 77,
                 dead_io_bytes: Some((0, 8192)),
                 rss_pages: Some(300),
+                open_fds: None,
                 placement: Some(Placement {
                     cgroups: 4242,
                     netns: 4026531840
                 }),
             }
         );
+        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS | KNOWN_FDS).to_ne_bytes());
+        let counted = Row::from_bytes(&b).into_task_row(10_000_000);
+        assert_eq!(counted.process.open_fds, Some(333));
         b[136..140].copy_from_slice(&0u32.to_ne_bytes());
         b[140..144].copy_from_slice(&0u32.to_ne_bytes());
         let unknown = Row::from_bytes(&b).into_task_row(10_000_000);

@@ -1,7 +1,8 @@
 //! The task iterator's walk of a process's open files gives the fd
 //! inventory that /proc/<pid>/fd and its links give: the count, the
 //! sockets, the RDMA verbs devices, on a live process with more files than
-//! one read of the walk holds.
+//! one read of the walk holds; and the leader's task row counts the open
+//! fds as stat of /proc/<pid>/fd does (a fd table of two read chunks).
 mod support;
 use kitty_core::sources::process::{read_process, Reuse};
 use kitty_core::sources::tasks::TaskCounters;
@@ -10,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// A process holding 300 plain files, TCP and Unix sockets (one of them
+/// A process holding 600 plain files, TCP and Unix sockets (one of them
 /// twice), and a file named as a verbs device (`infiniband/uverbs7`); on a
 /// line of its stdin it closes the device and a Unix socket, and it exits
 /// when its stdin closes.
@@ -20,7 +21,7 @@ d = sys.argv[1]
 os.makedirs(d + "/infiniband", exist_ok=True)
 open(d + "/infiniband/uverbs7", "w").close()
 keep = [open(d + "/infiniband/uverbs7")]
-keep += [open("/dev/null") for _ in range(300)]
+keep += [open("/dev/null") for _ in range(600)]
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
 c = socket.create_connection(l.getsockname()); a, _ = l.accept()
 u1, u2 = socket.socketpair()
@@ -55,6 +56,20 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
     let pid = child.id();
     let procfs =
         || read_process(Path::new(&format!("/proc/{pid}")), 4096, Reuse::default()).unwrap();
+    // What stat(/proc/<pid>/fd) says (Linux 6.2+), and the leader row's count.
+    let stat_count = || std::fs::metadata(format!("/proc/{pid}/fd")).unwrap().len();
+    let row_count = |it: &mut TaskIter| {
+        let rows = it.read(&[pid].into()).unwrap();
+        let leader = rows
+            .iter()
+            .find(|r| r.tid == pid)
+            .expect("the leader's row");
+        assert!(rows
+            .iter()
+            .filter(|r| r.tid != pid)
+            .all(|r| r.process.open_fds.is_none()));
+        leader.process.open_fds
+    };
 
     let mut it = TaskIter::start().expect("the task iterator loads here");
     assert!(
@@ -68,7 +83,9 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
         .unwrap();
     let read = procfs();
     assert_eq!(Some(walked.count), read.fds);
-    assert!(walked.count > 300, "{}", walked.count);
+    assert!(walked.count > 600, "{}", walked.count);
+    assert_eq!(row_count(&mut it), Some(walked.count));
+    assert_eq!(stat_count(), walked.count);
     assert_eq!(walked.socket_inodes, read.socket_inodes);
     assert_eq!(
         walked.socket_inodes.len(),
@@ -85,6 +102,8 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
     let read = procfs();
     assert_eq!(Some(again.count), read.fds);
     assert_eq!(again.count, walked.count - 2);
+    assert_eq!(row_count(&mut it), Some(again.count));
+    assert_eq!(stat_count(), again.count);
     assert_eq!(again.socket_inodes, read.socket_inodes);
     assert_eq!(again.socket_inodes.len(), 4);
     assert!(again.uverbs.is_empty());

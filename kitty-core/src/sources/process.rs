@@ -1,8 +1,9 @@
 //! Per-process readers: /proc/<pid>/{stat,status,io,fd,task/*/schedstat,task/*/sched}.
 //! With the task iterator's rows, task/* is not read, and when the rows
 //! carry the process-wide counters neither are stat, io and status (status
-//! only when due: the sampler says when); the fd inventory from the
-//! iterator's walk of the open files where it has one, else fd links.
+//! only when due: the sampler says when), nor fd/ (the leader's row counts
+//! the open fds); the fd inventory, when due, from the iterator's walk of
+//! the open files where it has one, else fd links.
 //!
 //! Every reader tolerates the process vanishing mid-read: the sampler then
 //! drops it and emits a "rank exited" event.
@@ -167,7 +168,8 @@ pub fn read_identity(dir: &Path) -> Option<Identity> {
 pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSample, ReadError> {
     if let Some(sample) = from_rows(dir, &reuse, page_size) {
         let mut sample = sample?;
-        read_fds(dir, &mut sample, reuse.fds, reuse.fd_walk);
+        let counted = reuse.tasks.and_then(leader_fd_count);
+        read_fds(dir, &mut sample, counted, reuse.fds, reuse.fd_walk);
         return Ok(sample);
     }
     let stat = Stat::from_file(dir.join("stat")).map_err(classify)?;
@@ -204,7 +206,8 @@ pub fn read_process(dir: &Path, page_size: u64, reuse: Reuse) -> Result<ProcSamp
         Some(rows) => threads_from_rows(&mut sample, rows),
         None => read_threads(dir, &mut sample, reuse.threads, !reuse.skip_sched),
     }
-    read_fds(dir, &mut sample, reuse.fds, None);
+    let counted = rows.and_then(leader_fd_count);
+    read_fds(dir, &mut sample, counted, reuse.fds, None);
     Ok(sample)
 }
 
@@ -358,6 +361,14 @@ fn threads_from_rows(sample: &mut ProcSample, rows: &[TaskRow]) {
     sample.threads_from_rows = true;
 }
 
+/// The open fds the leader's task row counted (rows already known to be
+/// this process's), if it could.
+fn leader_fd_count(rows: &[TaskRow]) -> Option<u64> {
+    rows.iter()
+        .find(|r| r.tid == r.tgid)
+        .and_then(|l| l.process.open_fds)
+}
+
 /// Number of open fds from stat(/proc/<pid>/fd).st_size (Linux 6.2+; 0 before).
 fn fd_count_from_stat(dir: &Path) -> Option<u64> {
     std::fs::metadata(dir.join("fd"))
@@ -366,10 +377,19 @@ fn fd_count_from_stat(dir: &Path) -> Option<u64> {
         .filter(|n| *n > 0)
 }
 
-fn read_fds(dir: &Path, sample: &mut ProcSample, reuse: Option<FdReuse>, walk: Option<FdWalk>) {
-    if let (Some(n), Some(r)) = (fd_count_from_stat(dir), reuse) {
-        if n == r.count {
-            sample.fds = Some(n);
+/// The fd count and inventory: the last inventory again while the count
+/// is unchanged (the count from the task rows when `counted`, else from a
+/// stat of the fd directory), else a walk or a scan.
+fn read_fds(
+    dir: &Path,
+    sample: &mut ProcSample,
+    counted: Option<u64>,
+    reuse: Option<FdReuse>,
+    walk: Option<FdWalk>,
+) {
+    if let Some(r) = reuse {
+        if counted.or_else(|| fd_count_from_stat(dir)) == Some(r.count) {
+            sample.fds = Some(r.count);
             sample.socket_inodes = r.socket_inodes.to_vec();
             sample.uverbs = r.uverbs.to_vec();
             return;
@@ -591,6 +611,7 @@ mod tests {
             dead_exec_ns: 3_000_000_000,
             dead_io_bytes: Some((100, 200)),
             rss_pages: Some(1000),
+            open_fds: None,
             placement: None,
         };
         let row = |tid, exec_ns, io| TaskRow {
@@ -705,6 +726,71 @@ mod tests {
         assert!(!other.counters_from_rows);
         assert_eq!((other.fds, other.socket_inodes.len()), (None, 0));
         assert_eq!(walks, 1, "walked for its own rows only");
+    }
+
+    #[test]
+    fn the_leaders_fd_count_decides_whether_the_inventory_is_read_again() {
+        // The fixture has no fd/ to stat: only the row's count can say the
+        // inventory is unchanged.
+        let d = fixture_dir();
+        let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
+        let rows = |open_fds| {
+            [TaskRow {
+                tid: procfs.pid,
+                tgid: procfs.pid,
+                start_ticks: procfs.start_time,
+                io_bytes: Some((0, 0)),
+                process: ProcessPart {
+                    dead_io_bytes: Some((0, 0)),
+                    rss_pages: Some(1),
+                    open_fds,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }]
+        };
+        let mut walks = 0;
+        let mut read = |rows: &[TaskRow]| {
+            let mut walk = |_| {
+                walks += 1;
+                Some(FdInventory {
+                    count: 4,
+                    socket_inodes: vec![7],
+                    uverbs: vec![],
+                })
+            };
+            let last = FdReuse {
+                count: 3,
+                socket_inodes: &[42],
+                uverbs: &[1],
+            };
+            read_process(
+                d.path(),
+                4096,
+                Reuse {
+                    tasks: Some(rows),
+                    start_time: Some(procfs.start_time),
+                    fds: Some(last),
+                    fd_walk: Some(FdWalk(&mut walk)),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let same = read(&rows(Some(3)));
+        assert!(!same.fds_rescanned);
+        assert_eq!(
+            (same.fds, same.socket_inodes, same.uverbs),
+            (Some(3), vec![42], vec![1])
+        );
+        let more = read(&rows(Some(4)));
+        assert!(more.fds_rescanned);
+        assert_eq!((more.fds, more.socket_inodes), (Some(4), vec![7]));
+        // Not counted (a table too large to count): no count to compare,
+        // so walked again.
+        let unknown = read(&rows(None));
+        assert!(unknown.fds_rescanned);
+        assert_eq!(walks, 2);
     }
 
     #[test]

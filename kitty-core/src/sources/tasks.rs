@@ -50,6 +50,9 @@ pub struct ProcessPart {
     /// Resident pages (file + anon + shmem, as stat's rss), when the
     /// kernel's layout is the one the program knows.
     pub rss_pages: Option<u64>,
+    /// Its open fds (the leader's row only; what stat of /proc/<pid>/fd
+    /// says), when the kernel's fd table could be counted.
+    pub open_fds: Option<u64>,
     /// Where the thread is (the leader's row speaks for the process).
     pub placement: Option<Placement>,
 }

@@ -37,6 +37,20 @@ struct mm_struct___tasks { struct percpu_counter___tasks rss_stat[4]; } PRESERVE
 enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
 #define KNOWN_IO 1
 #define KNOWN_RSS 2
+#define KNOWN_FDS 4
+/* The open-fd bitmap (leader rows): its set bits are the process's open
+ * fds, what stat(/proc/<pid>/fd) counts (Linux 6.2+), without the path
+ * walk and the count in a syscall per process per tick. */
+struct fdtable___tasks {
+	unsigned int max_fds;
+	unsigned long *open_fds;
+} PRESERVE;
+struct files_struct___tasks { struct fdtable___tasks *fdt; } PRESERVE;
+/* Bitmaps up to this many 64-bit words are counted (65,536 fds); a larger
+ * table leaves the count unknown (the sampler then asks /proc). */
+#define FD_WORDS_MAX 1024
+/* Words read per helper call. */
+#define FD_CHUNK 8
 /* Where the task is: its css_set (the set of cgroups it is in, one per
  * hierarchy, v1 and v2: moving it in any hierarchy gives it another one)
  * and its network namespace's inode, so the sampler re-reads
@@ -62,6 +76,7 @@ struct task_struct___tasks {
 	struct mm_struct___tasks *mm;
 	struct css_set___tasks *cgroups;
 	struct nsproxy___tasks *nsproxy;
+	struct files_struct___tasks *files;
 } PRESERVE;
 
 struct {
@@ -94,12 +109,53 @@ struct row {
 	u32 known;           /* KNOWN_IO | KNOWN_RSS */
 	u32 netns;           /* nsproxy->net_ns inode (0: exiting, none) */
 	u64 css_set;         /* the css_set's address: compared, never shown */
+	u64 open_fds;        /* leader rows: open fds (KNOWN_FDS) */
 };
 
 /* percpu_counter_read_positive: the shared count, never below zero. */
 static __always_inline u64 positive(s64 v)
 {
 	return v > 0 ? v : 0;
+}
+
+/* Set bits of a word (BPF has no popcount instruction). */
+static __always_inline u64 bits_set(u64 w)
+{
+	w = w - ((w >> 1) & 0x5555555555555555ULL);
+	w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+	w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (w * 0x0101010101010101ULL) >> 56;
+}
+
+/* The process's open fds: the set bits of its fd table's open bitmap (as
+ * the kernel counts them for stat(/proc/<pid>/fd)); false when there is no
+ * table (exiting) or it is larger than FD_WORDS_MAX words. max_fds is a
+ * multiple of BITS_PER_LONG, so every bitmap word is the table's. */
+static __always_inline bool count_open_fds(struct task_struct___tasks *t, u64 *count)
+{
+	struct files_struct___tasks *files = t->files;
+	if (!files)
+		return false;
+	struct fdtable___tasks *fdt = files->fdt;
+	if (!fdt)
+		return false;
+	u32 words = fdt->max_fds / 64;
+	unsigned long *open = fdt->open_fds;
+	if (words > FD_WORDS_MAX || !open)
+		return false;
+	u64 n = 0;
+	for (u32 at = 0; at < FD_WORDS_MAX; at += FD_CHUNK) {
+		if (at >= words)
+			break;
+		u64 chunk[FD_CHUNK] = {};
+		u32 take = words - at < FD_CHUNK ? words - at : FD_CHUNK;
+		if (bpf_probe_read_kernel(chunk, take * sizeof(u64), open + at))
+			return false;
+		for (int i = 0; i < FD_CHUNK; i++)
+			n += bits_set(chunk[i]);
+	}
+	*count = n;
+	return true;
 }
 
 SEC("iter/task")
@@ -144,6 +200,8 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 	/* Untrusted pointers: a NULL one (an exiting task's nsproxy) reads 0. */
 	r.css_set = (u64)t->cgroups;
 	r.netns = t->nsproxy->net_ns->ns.inum;
+	if (r.tid == tgid && count_open_fds(t, &r.open_fds))
+		r.known |= KNOWN_FDS;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
