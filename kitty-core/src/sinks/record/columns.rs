@@ -55,6 +55,9 @@ pub struct Encoder {
     /// (it is sorted again only when they change).
     order: Vec<usize>,
     order_of: Vec<usize>,
+    /// Whether the last delta's shape was new: the next one is then
+    /// taken apart with its field paths.
+    shape_changed: bool,
 }
 
 impl Encoder {
@@ -101,7 +104,12 @@ impl Encoder {
         }
         let mut cur = std::mem::take(&mut self.cur);
         let mut json = std::mem::take(&mut self.cur_json);
-        if !flat_writer::write_flat(frame, &mut json, &mut cur) {
+        // Field paths (what a new shape's columns are found by) in the
+        // same pass while shapes change, else only when this one did.
+        let paths = self.shape_changed;
+        let written = flat_writer::write_flat(frame, &mut json, &mut cur, paths)
+            && (paths || cur.shape == self.prev.shape || flatten_into(&mut cur, &json));
+        if !written {
             self.prev_json.clear();
             (self.cur, self.cur_json) = (cur, json);
             return None;
@@ -133,7 +141,8 @@ impl Encoder {
         Some(body)
     }
 
-    /// The body of `cur` (taken apart from `json`) against the last frame.
+    /// The body of `cur` (taken apart from `json`, with its field paths
+    /// unless its shape is the last frame's) against the last frame.
     ///
     /// A value is paired with the value of its column at the same place
     /// in that column in the frame before (the third rank's CPU with the
@@ -143,11 +152,13 @@ impl Encoder {
         // Consecutive frames often have one shape: the columns of their
         // values are then known by position; else by their field paths.
         let same = cur.shape == prev.shape;
+        self.shape_changed = !same;
         if same {
             for (c, p) in cur.leaves.iter_mut().zip(&prev.leaves) {
                 c.col = p.col;
             }
         } else {
+            debug_assert!(cur.paths, "a new shape's columns are found by path");
             self.assign_columns(&mut cur);
         }
         self.cols.iter_mut().for_each(Vec::clear);
@@ -318,12 +329,14 @@ fn int_text(lit: &[u8]) -> Option<i128> {
 }
 
 /// A frame's JSON taken apart: its shape, and its values in text order
-/// (where they are in the JSON), each with its field path (its column).
+/// (where they are in the JSON), each with its field path (its column)
+/// when `paths`.
 #[derive(Default, Debug, PartialEq)]
 struct Flat {
     shape: Vec<u8>,
     norms: Vec<u8>,
     leaves: Vec<Leaf>,
+    paths: bool,
 }
 
 #[derive(Debug, PartialEq)]
@@ -342,10 +355,12 @@ fn flatten_into(flat: &mut Flat, json: &[u8]) -> bool {
     flat.shape.clear();
     flat.norms.clear();
     flat.leaves.clear();
+    flat.paths = true;
     let mut s = Scan {
         b: json,
         at: 0,
         norm: Vec::new(),
+        paths: true,
         flat,
     };
     s.value(0).is_some() && s.at == json.len()
@@ -371,6 +386,8 @@ struct Scan<'a> {
     at: usize,
     /// The field path here: `/key` and `/#` (the column's name).
     norm: Vec<u8>,
+    /// Whether the leaves get their field paths.
+    paths: bool,
     flat: &'a mut Flat,
 }
 
@@ -419,8 +436,12 @@ impl Scan<'_> {
     fn leaf(&mut self, start: usize, hist: bool) {
         let f = &mut *self.flat;
         let lit = start..self.at;
-        let norm = f.norms.len()..f.norms.len() + self.norm.len();
-        f.norms.extend_from_slice(&self.norm);
+        let norm = if self.paths {
+            f.norms.extend_from_slice(&self.norm);
+            f.norms.len() - self.norm.len()..f.norms.len()
+        } else {
+            0..0
+        };
         f.leaves.push(Leaf {
             lit,
             norm,
@@ -906,14 +927,23 @@ mod tests {
             frame(190, 2.5, h(3), true),
             frame(200, 0.5, json!([]), false),
             frame(210, 0.5, json!([]), false),
+            // Two new shapes in a row: the second is taken apart with its
+            // paths in the one pass.
+            frame(220, 0.5, h(4), true),
+            frame(230, 0.5, json!([]), false),
         ];
         let mut e = Encoder::default();
         let key = serde_json::to_vec(&frames[0]).unwrap();
         e.key(&key);
+        // The writer's way (the frame written and taken apart in one pass,
+        // its paths scanned only for a new shape) gives the same bodies.
+        let mut one_pass = Encoder::default();
+        one_pass.key(&key);
         let prev_shape = shape(&key).unwrap();
         let (mut prev, mut prev_shape) = (columns_of(&prev_shape, &frames[0]).unwrap(), prev_shape);
         for (n, f) in frames.iter().enumerate().skip(1) {
             let body = e.delta(&serde_json::to_vec(f).unwrap()).unwrap();
+            assert_eq!(one_pass.delta_of(f), Some(body.clone()), "frame {n}");
             let text = String::from_utf8(body.clone()).unwrap();
             // The shape is left out exactly when it is the one before.
             let same_shape = [1, 3, 5].contains(&n);
