@@ -104,10 +104,13 @@ impl Encoder {
         }
         let mut cur = std::mem::take(&mut self.cur);
         let mut json = std::mem::take(&mut self.cur_json);
-        // Field paths (what a new shape's columns are found by) in the
-        // same pass while shapes change, else only when this one did.
+        // While shapes change: field paths (what a new shape's columns are
+        // found by) in the same pass, the shape built as it is written.
+        // Else the shape compared with the last one as it is written, the
+        // paths scanned for only when it changed.
         let paths = self.shape_changed;
-        let written = flat_writer::write_flat(frame, &mut json, &mut cur, paths)
+        let like = (!paths).then_some(&self.prev.shape[..]);
+        let written = flat_writer::write_flat(frame, &mut json, &mut cur, paths, like)
             && (paths || cur.shape == self.prev.shape || flatten_into(&mut cur, &json));
         if !written {
             self.prev_json.clear();

@@ -13,7 +13,10 @@ use std::io::{self, Write};
 
 /// `value`'s JSON with rounded floats (the bytes [`digits::to_vec`] writes)
 /// into `json`, and that text taken apart into `flat` (both cleared first),
-/// with field paths when `paths`.
+/// with field paths when `paths`. `like`: the shape it most likely has (the
+/// frame before's), compared as it is written and copied in one piece when
+/// it is the same (a frame's shape is its keys and brackets, most of its
+/// text: built piece by piece, it was the largest part of its copying).
 ///
 /// [`digits::to_vec`]: crate::sinks::record::digits::to_vec
 pub fn write_flat<T: serde::Serialize>(
@@ -21,6 +24,7 @@ pub fn write_flat<T: serde::Serialize>(
     json: &mut Vec<u8>,
     flat: &mut Flat,
     paths: bool,
+    like: Option<&[u8]>,
 ) -> bool {
     json.clear();
     flat.shape.clear();
@@ -36,11 +40,23 @@ pub fn write_flat<T: serde::Serialize>(
         key: 0..0,
         string: 0,
         deferred: None,
+        like: like.unwrap_or_default(),
+        matched: 0,
+        diverged: like.is_none(),
     };
     // Everything goes to the formatter's own buffer, where it can see
     // where each value starts and ends; serde's writer gets nothing.
     let mut ser = serde_json::Serializer::with_formatter(io::sink(), &mut f);
-    value.serialize(&mut ser).is_ok() && f.open.is_empty()
+    let written = value.serialize(&mut ser).is_ok() && f.open.is_empty();
+    if !f.diverged {
+        if f.matched == f.like.len() {
+            f.flat.shape.extend_from_slice(f.like);
+        } else {
+            // Its shape is a beginning of the other's.
+            f.diverge();
+        }
+    }
+    written
 }
 
 /// What an open object member or array goes back to when it closes.
@@ -73,6 +89,12 @@ struct FlatFormatter<'a> {
     /// what is inside it is only written, and taken apart when it closes,
     /// as one histogram or, for any other array, by scanning its text.
     deferred: Option<usize>,
+    /// The shape compared with while `!diverged`: `flat.shape` then holds
+    /// nothing but what a scan just wrote, and the shape so far is
+    /// `like[..matched]`.
+    like: &'a [u8],
+    matched: usize,
+    diverged: bool,
 }
 
 impl FlatFormatter<'_> {
@@ -94,7 +116,48 @@ impl FlatFormatter<'_> {
             hist,
             col: 0,
         });
-        f.shape.extend_from_slice(b"null");
+        self.shape_put(b"null");
+    }
+
+    /// Adds to the shape: while it is `like`'s, only how far it matched.
+    fn shape_put(&mut self, b: &[u8]) {
+        if !self.diverged {
+            if self.like.get(self.matched..self.matched + b.len()) == Some(b) {
+                self.matched += b.len();
+                return;
+            }
+            self.diverge();
+        }
+        self.flat.shape.extend_from_slice(b);
+    }
+
+    /// The shape is not `like`'s: from here on it is written out, after
+    /// the part of `like` it matched (and before what a scan just wrote).
+    fn diverge(&mut self) {
+        self.diverged = true;
+        let scanned = std::mem::take(&mut self.flat.shape);
+        self.flat
+            .shape
+            .extend_from_slice(&self.like[..self.matched]);
+        self.flat.shape.extend_from_slice(&scanned);
+    }
+
+    /// Where the shape is now.
+    fn shape_len(&self) -> usize {
+        if self.diverged {
+            self.flat.shape.len()
+        } else {
+            self.matched
+        }
+    }
+
+    /// Takes the shape back to `len` (a deferred array's `[`).
+    fn shape_truncate(&mut self, len: usize) {
+        if self.diverged {
+            self.flat.shape.truncate(len);
+        } else {
+            self.matched = len;
+        }
     }
 
     /// A scalar written by `write`: a leaf, unless it is inside a key (an
@@ -111,7 +174,7 @@ impl FlatFormatter<'_> {
     fn structural(&mut self, b: u8) {
         self.out.push(b);
         if self.deferred.is_none() {
-            self.flat.shape.push(b);
+            self.shape_put(&[b]);
         }
     }
 
@@ -129,10 +192,20 @@ impl FlatFormatter<'_> {
             paths: self.flat.paths,
             flat: &mut *self.flat,
         };
-        match scan.value(0) {
-            Some(()) if scan.at == self.out.len() => Ok(()),
-            _ => Err(io::Error::other("an array the scan could not take apart")),
+        if scan.value(0).is_none() || scan.at != self.out.len() {
+            return Err(io::Error::other("an array the scan could not take apart"));
         }
+        // What the scan wrote of the shape, compared like the rest.
+        if !self.diverged {
+            let scanned = std::mem::take(&mut self.flat.shape);
+            self.shape_put(&scanned);
+            if !self.diverged {
+                // Matched: its buffer back, empty.
+                self.flat.shape = scanned;
+                self.flat.shape.clear();
+            }
+        }
+        Ok(())
     }
 }
 
@@ -198,7 +271,7 @@ impl Formatter for &mut FlatFormatter<'_> {
         self.open.push(Open::Array {
             norm: self.norm.len(),
             out: self.out.len(),
-            shape: self.flat.shape.len(),
+            shape: self.shape_len(),
         });
         self.structural(b'[');
         self.norm.extend_from_slice(b"/#");
@@ -225,12 +298,12 @@ impl Formatter for &mut FlatFormatter<'_> {
             // nothing but its `[` reached the shape): taken apart now.
             Some(_) => {
                 self.deferred = None;
-                self.flat.shape.truncate(shape);
+                self.shape_truncate(shape);
                 self.take_deferred_apart(out)
             }
             // Any other array (a histogram, `[[...`, is always deferred).
             None => {
-                self.flat.shape.push(b']');
+                self.shape_put(b"]");
                 Ok(())
             }
         }
@@ -254,9 +327,17 @@ impl Formatter for &mut FlatFormatter<'_> {
         self.in_key = false;
         self.key.end = self.out.len();
         if self.deferred.is_none() {
-            self.flat
-                .shape
-                .extend_from_slice(&self.out[self.key.clone()]);
+            // shape_put's, with the key where it is in `out`.
+            let key = self.key.clone();
+            let end = self.matched + key.len();
+            if !self.diverged && self.like.get(self.matched..end) == Some(&self.out[key.clone()]) {
+                self.matched = end;
+            } else {
+                if !self.diverged {
+                    self.diverge();
+                }
+                self.flat.shape.extend_from_slice(&self.out[key]);
+            }
         }
         Ok(())
     }
@@ -302,14 +383,23 @@ mod tests {
     fn same_as_the_scan<T: serde::Serialize>(v: &T) -> Result<(), TestCaseError> {
         let text = digits::to_vec(v).unwrap();
         let (mut json, mut flat) = (Vec::new(), Flat::default());
-        prop_assert!(write_flat(v, &mut json, &mut flat, true));
+        prop_assert!(write_flat(v, &mut json, &mut flat, true, None));
         prop_assert_eq!(
             String::from_utf8_lossy(&json),
             String::from_utf8_lossy(&text)
         );
         let scanned = flatten(&text).unwrap();
         prop_assert_eq!(&flat, &scanned);
-        prop_assert!(write_flat(v, &mut json, &mut flat, false));
+        // Compared with a shape as it is written: its own, one it begins,
+        // one that begins it, another: the same shape comes out.
+        let own = scanned.shape.clone();
+        let half = own[..own.len() / 2].to_vec();
+        let longer = [&own[..], b",null"].concat();
+        for like in [&own, &half, &longer, &b"{\"x\":null}".to_vec()] {
+            prop_assert!(write_flat(v, &mut json, &mut flat, true, Some(like)));
+            prop_assert_eq!(&flat, &scanned);
+        }
+        prop_assert!(write_flat(v, &mut json, &mut flat, false, None));
         prop_assert!(!flat.paths && flat.norms.is_empty());
         prop_assert_eq!(&flat.shape, &scanned.shape);
         let places = |f: &Flat| {
@@ -387,6 +477,15 @@ mod tests {
         fn any_value_comes_apart_as_the_scan_takes_it(v in value()) {
             // Frames are objects; the scan takes no bare top-level scalar.
             same_as_the_scan(&json!({ "v": v }))?;
+        }
+
+        #[test]
+        fn a_value_compared_with_anothers_shape_comes_apart_the_same(a in value(), b in value()) {
+            let (a, b) = (json!({ "v": a }), json!({ "v": b }));
+            let like = flatten(&digits::to_vec(&a).unwrap()).unwrap().shape;
+            let (mut json, mut flat) = (Vec::new(), Flat::default());
+            prop_assert!(write_flat(&b, &mut json, &mut flat, true, Some(&like)));
+            prop_assert_eq!(Some(flat), flatten(&digits::to_vec(&b).unwrap()));
         }
     }
 }
