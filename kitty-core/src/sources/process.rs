@@ -672,27 +672,49 @@ mod tests {
         assert_eq!(fallback.cpu_ticks, procfs.cpu_ticks);
     }
 
+    /// A leader's row with the process part (the rows then stand for
+    /// stat, io and status), of this start and fd count.
+    fn leader_row(pid: u32, start_ticks: u64, open_fds: Option<u64>) -> [TaskRow; 1] {
+        [TaskRow {
+            tid: pid,
+            tgid: pid,
+            start_ticks,
+            io_bytes: Some((0, 0)),
+            process: ProcessPart {
+                dead_io_bytes: Some((0, 0)),
+                rss_pages: Some(1),
+                open_fds,
+                ..Default::default()
+            },
+            ..Default::default()
+        }]
+    }
+
+    /// The fixture read beside `rows` (the process's start: `start`), the
+    /// last fd inventory lent as `fds`, walks by `walk`.
+    fn read_beside(
+        dir: &Path,
+        start: u64,
+        rows: &[TaskRow],
+        fds: Option<FdReuse>,
+        walk: &mut dyn FnMut(u32) -> Option<FdInventory>,
+    ) -> ProcSample {
+        let reuse = Reuse {
+            tasks: Some(rows),
+            start_time: Some(start),
+            fds,
+            fd_walk: Some(FdWalk(walk)),
+            ..Default::default()
+        };
+        read_process(dir, 4096, reuse).unwrap()
+    }
+
     #[test]
     fn the_file_walk_is_taken_only_beside_the_processs_own_rows() {
         let d = fixture_dir();
         let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
-        let part = ProcessPart {
-            dead_io_bytes: Some((0, 0)),
-            rss_pages: Some(1),
-            ..Default::default()
-        };
-        let rows = |start_ticks| {
-            [TaskRow {
-                tid: procfs.pid,
-                tgid: procfs.pid,
-                start_ticks,
-                io_bytes: Some((0, 0)),
-                process: part,
-                ..Default::default()
-            }]
-        };
         let mut walks = 0;
-        let mut read = |rows: &[TaskRow]| {
+        let mut read = |start_ticks| {
             let mut walk = |pid| {
                 assert_eq!(pid, procfs.pid, "walked by the rows' pid");
                 walks += 1;
@@ -702,19 +724,10 @@ mod tests {
                     uverbs: vec![1],
                 })
             };
-            read_process(
-                d.path(),
-                4096,
-                Reuse {
-                    tasks: Some(rows),
-                    start_time: Some(procfs.start_time),
-                    fd_walk: Some(FdWalk(&mut walk)),
-                    ..Default::default()
-                },
-            )
-            .unwrap()
+            let rows = leader_row(procfs.pid, start_ticks, None);
+            read_beside(d.path(), procfs.start_time, &rows, None, &mut walk)
         };
-        let own = read(&rows(procfs.start_time));
+        let own = read(procfs.start_time);
         assert!(own.counters_from_rows && own.fds_rescanned);
         assert_eq!(
             (own.fds, own.socket_inodes, own.uverbs),
@@ -722,7 +735,7 @@ mod tests {
         );
         // Rows of another start: their pid may be another process as the
         // walker sees it; the fixture has no fd/ to scan either.
-        let other = read(&rows(procfs.start_time + 1));
+        let other = read(procfs.start_time + 1);
         assert!(!other.counters_from_rows);
         assert_eq!((other.fds, other.socket_inodes.len()), (None, 0));
         assert_eq!(walks, 1, "walked for its own rows only");
@@ -734,23 +747,8 @@ mod tests {
         // inventory is unchanged.
         let d = fixture_dir();
         let procfs = read_process(d.path(), 4096, Reuse::default()).unwrap();
-        let rows = |open_fds| {
-            [TaskRow {
-                tid: procfs.pid,
-                tgid: procfs.pid,
-                start_ticks: procfs.start_time,
-                io_bytes: Some((0, 0)),
-                process: ProcessPart {
-                    dead_io_bytes: Some((0, 0)),
-                    rss_pages: Some(1),
-                    open_fds,
-                    ..Default::default()
-                },
-                ..Default::default()
-            }]
-        };
         let mut walks = 0;
-        let mut read = |rows: &[TaskRow]| {
+        let mut read = |open_fds| {
             let mut walk = |_| {
                 walks += 1;
                 Some(FdInventory {
@@ -764,31 +762,21 @@ mod tests {
                 socket_inodes: &[42],
                 uverbs: &[1],
             };
-            read_process(
-                d.path(),
-                4096,
-                Reuse {
-                    tasks: Some(rows),
-                    start_time: Some(procfs.start_time),
-                    fds: Some(last),
-                    fd_walk: Some(FdWalk(&mut walk)),
-                    ..Default::default()
-                },
-            )
-            .unwrap()
+            let rows = leader_row(procfs.pid, procfs.start_time, open_fds);
+            read_beside(d.path(), procfs.start_time, &rows, Some(last), &mut walk)
         };
-        let same = read(&rows(Some(3)));
+        let same = read(Some(3));
         assert!(!same.fds_rescanned);
         assert_eq!(
             (same.fds, same.socket_inodes, same.uverbs),
             (Some(3), vec![42], vec![1])
         );
-        let more = read(&rows(Some(4)));
+        let more = read(Some(4));
         assert!(more.fds_rescanned);
         assert_eq!((more.fds, more.socket_inodes), (Some(4), vec![7]));
         // Not counted (a table too large to count): no count to compare,
         // so walked again.
-        let unknown = read(&rows(None));
+        let unknown = read(None);
         assert!(unknown.fds_rescanned);
         assert_eq!(walks, 2);
     }

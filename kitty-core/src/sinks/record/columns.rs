@@ -342,6 +342,25 @@ struct Flat {
     paths: bool,
 }
 
+impl Flat {
+    /// A value at `lit` in the text, of the field path `path` (kept only
+    /// when `paths`); not its place in the shape.
+    fn add_leaf(&mut self, lit: Range<usize>, path: &[u8], hist: bool) {
+        let norm = if self.paths {
+            self.norms.extend_from_slice(path);
+            self.norms.len() - path.len()..self.norms.len()
+        } else {
+            0..0
+        };
+        self.leaves.push(Leaf {
+            lit,
+            norm,
+            hist,
+            col: 0,
+        });
+    }
+}
+
 #[derive(Debug, PartialEq)]
 struct Leaf {
     lit: Range<usize>,
@@ -363,7 +382,6 @@ fn flatten_into(flat: &mut Flat, json: &[u8]) -> bool {
         b: json,
         at: 0,
         norm: Vec::new(),
-        paths: true,
         flat,
     };
     s.value(0).is_some() && s.at == json.len()
@@ -389,8 +407,7 @@ struct Scan<'a> {
     at: usize,
     /// The field path here: `/key` and `/#` (the column's name).
     norm: Vec<u8>,
-    /// Whether the leaves get their field paths.
-    paths: bool,
+    /// Its leaves get their field paths when `flat.paths`.
     flat: &'a mut Flat,
 }
 
@@ -437,21 +454,8 @@ impl Scan<'_> {
     }
 
     fn leaf(&mut self, start: usize, hist: bool) {
-        let f = &mut *self.flat;
-        let lit = start..self.at;
-        let norm = if self.paths {
-            f.norms.extend_from_slice(&self.norm);
-            f.norms.len() - self.norm.len()..f.norms.len()
-        } else {
-            0..0
-        };
-        f.leaves.push(Leaf {
-            lit,
-            norm,
-            hist,
-            col: 0,
-        });
-        f.shape.extend_from_slice(b"null");
+        self.flat.add_leaf(start..self.at, &self.norm, hist);
+        self.flat.shape.extend_from_slice(b"null");
     }
 
     fn string(&mut self) -> Option<()> {

@@ -6,7 +6,7 @@
 //! times its JSON's bytes: the encoder asks for them only while shapes
 //! change, and scans the text for them when a shape changes unforeseen.
 
-use super::{grid_end, Flat, Leaf, Scan};
+use super::{grid_end, Flat, Scan};
 use crate::sinks::record::digits::Rounded;
 use serde_json::ser::{CharEscape, Formatter};
 use std::io::{self, Write};
@@ -40,22 +40,17 @@ pub fn write_flat<T: serde::Serialize>(
         key: 0..0,
         string: 0,
         deferred: None,
-        like: like.unwrap_or_default(),
-        matched: 0,
-        diverged: like.is_none(),
+        shape: ShapeOut {
+            like: like.unwrap_or_default(),
+            matched: 0,
+            diverged: like.is_none(),
+        },
     };
     // Everything goes to the formatter's own buffer, where it can see
     // where each value starts and ends; serde's writer gets nothing.
     let mut ser = serde_json::Serializer::with_formatter(io::sink(), &mut f);
     let written = value.serialize(&mut ser).is_ok() && f.open.is_empty();
-    if !f.diverged {
-        if f.matched == f.like.len() {
-            f.flat.shape.extend_from_slice(f.like);
-        } else {
-            // Its shape is a beginning of the other's.
-            f.diverge();
-        }
-    }
+    f.shape.finish(&mut f.flat.shape);
     written
 }
 
@@ -89,12 +84,86 @@ struct FlatFormatter<'a> {
     /// what is inside it is only written, and taken apart when it closes,
     /// as one histogram or, for any other array, by scanning its text.
     deferred: Option<usize>,
-    /// The shape compared with while `!diverged`: `flat.shape` then holds
-    /// nothing but what a scan just wrote, and the shape so far is
-    /// `like[..matched]`.
+    /// Where `flat.shape` is written, or compared.
+    shape: ShapeOut<'a>,
+}
+
+/// The shape being written, or, while it is the one it is compared with
+/// (`like`), only how far it matched: `flat.shape` then holds nothing but
+/// what a scan just wrote, and the shape so far is `like[..matched]`.
+struct ShapeOut<'a> {
     like: &'a [u8],
     matched: usize,
     diverged: bool,
+}
+
+impl ShapeOut<'_> {
+    /// Adds `b` to `shape`: while it is `like`'s, only how far it matched.
+    fn put(&mut self, shape: &mut Vec<u8>, b: &[u8]) {
+        if !self.diverged {
+            if self.like.get(self.matched..self.matched + b.len()) == Some(b) {
+                self.matched += b.len();
+                return;
+            }
+            self.diverge(shape);
+        }
+        shape.extend_from_slice(b);
+    }
+
+    /// The shape is not `like`'s: from here on it is written out, after
+    /// the part of `like` it matched (and before what a scan just wrote).
+    fn diverge(&mut self, shape: &mut Vec<u8>) {
+        self.diverged = true;
+        let scanned = std::mem::take(shape);
+        shape.extend_from_slice(&self.like[..self.matched]);
+        shape.extend_from_slice(&scanned);
+    }
+
+    /// What a scan wrote into `shape`, compared like the rest.
+    fn put_scanned(&mut self, shape: &mut Vec<u8>) {
+        if self.diverged {
+            return;
+        }
+        let scanned = std::mem::take(shape);
+        self.put(shape, &scanned);
+        if !self.diverged {
+            // Matched: its buffer back, empty.
+            *shape = scanned;
+            shape.clear();
+        }
+    }
+
+    /// Where the shape is now.
+    fn len(&self, shape: &[u8]) -> usize {
+        if self.diverged {
+            shape.len()
+        } else {
+            self.matched
+        }
+    }
+
+    /// Takes the shape back to `len` (a deferred array's `[`).
+    fn truncate(&mut self, shape: &mut Vec<u8>, len: usize) {
+        if self.diverged {
+            shape.truncate(len);
+        } else {
+            self.matched = len;
+        }
+    }
+
+    /// The whole shape in `shape`: `like` in one piece when it matched to
+    /// its end, else what was written (after the part of `like` matched).
+    fn finish(&mut self, shape: &mut Vec<u8>) {
+        if self.diverged {
+            return;
+        }
+        if self.matched == self.like.len() {
+            shape.extend_from_slice(self.like);
+        } else {
+            // Its shape is a beginning of the other's.
+            self.diverge(shape);
+        }
+    }
 }
 
 impl FlatFormatter<'_> {
@@ -103,61 +172,8 @@ impl FlatFormatter<'_> {
         if self.deferred.is_some() {
             return;
         }
-        let f = &mut *self.flat;
-        let norm = if f.paths {
-            f.norms.extend_from_slice(&self.norm);
-            f.norms.len() - self.norm.len()..f.norms.len()
-        } else {
-            0..0
-        };
-        f.leaves.push(Leaf {
-            lit: start..self.out.len(),
-            norm,
-            hist,
-            col: 0,
-        });
-        self.shape_put(b"null");
-    }
-
-    /// Adds to the shape: while it is `like`'s, only how far it matched.
-    fn shape_put(&mut self, b: &[u8]) {
-        if !self.diverged {
-            if self.like.get(self.matched..self.matched + b.len()) == Some(b) {
-                self.matched += b.len();
-                return;
-            }
-            self.diverge();
-        }
-        self.flat.shape.extend_from_slice(b);
-    }
-
-    /// The shape is not `like`'s: from here on it is written out, after
-    /// the part of `like` it matched (and before what a scan just wrote).
-    fn diverge(&mut self) {
-        self.diverged = true;
-        let scanned = std::mem::take(&mut self.flat.shape);
-        self.flat
-            .shape
-            .extend_from_slice(&self.like[..self.matched]);
-        self.flat.shape.extend_from_slice(&scanned);
-    }
-
-    /// Where the shape is now.
-    fn shape_len(&self) -> usize {
-        if self.diverged {
-            self.flat.shape.len()
-        } else {
-            self.matched
-        }
-    }
-
-    /// Takes the shape back to `len` (a deferred array's `[`).
-    fn shape_truncate(&mut self, len: usize) {
-        if self.diverged {
-            self.flat.shape.truncate(len);
-        } else {
-            self.matched = len;
-        }
+        self.flat.add_leaf(start..self.out.len(), &self.norm, hist);
+        self.shape.put(&mut self.flat.shape, b"null");
     }
 
     /// A scalar written by `write`: a leaf, unless it is inside a key (an
@@ -174,7 +190,7 @@ impl FlatFormatter<'_> {
     fn structural(&mut self, b: u8) {
         self.out.push(b);
         if self.deferred.is_none() {
-            self.shape_put(&[b]);
+            self.shape.put(&mut self.flat.shape, &[b]);
         }
     }
 
@@ -189,22 +205,12 @@ impl FlatFormatter<'_> {
             b: self.out,
             at: start,
             norm: self.norm.clone(),
-            paths: self.flat.paths,
             flat: &mut *self.flat,
         };
         if scan.value(0).is_none() || scan.at != self.out.len() {
             return Err(io::Error::other("an array the scan could not take apart"));
         }
-        // What the scan wrote of the shape, compared like the rest.
-        if !self.diverged {
-            let scanned = std::mem::take(&mut self.flat.shape);
-            self.shape_put(&scanned);
-            if !self.diverged {
-                // Matched: its buffer back, empty.
-                self.flat.shape = scanned;
-                self.flat.shape.clear();
-            }
-        }
+        self.shape.put_scanned(&mut self.flat.shape);
         Ok(())
     }
 }
@@ -271,7 +277,7 @@ impl Formatter for &mut FlatFormatter<'_> {
         self.open.push(Open::Array {
             norm: self.norm.len(),
             out: self.out.len(),
-            shape: self.shape_len(),
+            shape: self.shape.len(&self.flat.shape),
         });
         self.structural(b'[');
         self.norm.extend_from_slice(b"/#");
@@ -298,12 +304,12 @@ impl Formatter for &mut FlatFormatter<'_> {
             // nothing but its `[` reached the shape): taken apart now.
             Some(_) => {
                 self.deferred = None;
-                self.shape_truncate(shape);
+                self.shape.truncate(&mut self.flat.shape, shape);
                 self.take_deferred_apart(out)
             }
             // Any other array (a histogram, `[[...`, is always deferred).
             None => {
-                self.shape_put(b"]");
+                self.shape.put(&mut self.flat.shape, b"]");
                 Ok(())
             }
         }
@@ -327,17 +333,8 @@ impl Formatter for &mut FlatFormatter<'_> {
         self.in_key = false;
         self.key.end = self.out.len();
         if self.deferred.is_none() {
-            // shape_put's, with the key where it is in `out`.
-            let key = self.key.clone();
-            let end = self.matched + key.len();
-            if !self.diverged && self.like.get(self.matched..end) == Some(&self.out[key.clone()]) {
-                self.matched = end;
-            } else {
-                if !self.diverged {
-                    self.diverge();
-                }
-                self.flat.shape.extend_from_slice(&self.out[key]);
-            }
+            self.shape
+                .put(&mut self.flat.shape, &self.out[self.key.clone()]);
         }
         Ok(())
     }
