@@ -1,12 +1,10 @@
 //! A BPF iterator program's link, read once per tick: the task iterator
-//! (the threads of one watched process, or every task of the node) and a
-//! map iterator (`iter/bpf_map_elem`, bound to one map: the whole map in
-//! one `read()` instead of two `bpf()` calls per entry). aya 0.14's
-//! `Iter::attach` makes links without a target and hands out one iterator
-//! file per link, so this module makes the link with the raw `bpf()`
-//! syscall (`BPF_LINK_CREATE`, with the map's fd or the process's pid as
-//! iterator info) and opens an iterator on it per read (`BPF_ITER_CREATE`,
-//! which aya has no call for).
+//! (the threads of one watched process, or every task of the node) and the
+//! open-files iterator. aya 0.14's `Iter::attach` makes links without a
+//! target and hands out one iterator file per link, so this module makes
+//! the link with the raw `bpf()` syscall (`BPF_LINK_CREATE`, with the
+//! process's pid as iterator info) and opens an iterator on it per read
+//! (`BPF_ITER_CREATE`, which aya has no call for).
 
 use crate::load::ProbeError;
 use std::fs::File;
@@ -40,17 +38,15 @@ fn bpf_fd(cmd: libc::c_long, attr: &mut [u64; 16]) -> std::io::Result<OwnedFd> {
 
 /// What an iterator link walks.
 #[derive(Clone, Copy)]
-pub enum Target<'a> {
+pub enum Target {
     /// Everything of its kind: every task of the node.
     All,
-    /// One map's entries (`iter/bpf_map_elem`).
-    Map(BorrowedFd<'a>),
     /// The threads of one process (`iter/task`, Linux 6.1+: its pid as
     /// kitty's pid namespace numbers it; an older kernel refuses the link).
     Process(u32),
 }
 
-/// A loaded iterator program's link (to one map, for a map iterator).
+/// A loaded iterator program's link.
 pub struct IterLink {
     link: OwnedFd,
     buf: Vec<u8>,
@@ -58,9 +54,9 @@ pub struct IterLink {
 
 impl IterLink {
     /// Links the loaded iterator program to what it walks.
-    pub fn new(prog: BorrowedFd<'_>, target: Target<'_>) -> Result<IterLink, ProbeError> {
-        // union bpf_iter_link_info: { map: { map_fd } } or
-        // { task: { tid, pid, pid_fd } }, 16 bytes.
+    pub fn new(prog: BorrowedFd<'_>, target: Target) -> Result<IterLink, ProbeError> {
+        // union bpf_iter_link_info: { task: { tid, pid, pid_fd } } here
+        // (16 bytes).
         let mut info = [0u32; 4];
         let mut attr = [0u64; 16];
         // link_create: prog_fd, target_fd (0 for iterators), attach_type,
@@ -69,7 +65,6 @@ impl IterLink {
         attr[1] = BPF_TRACE_ITER as u64;
         match target {
             Target::All => {}
-            Target::Map(map) => info[0] = map.as_raw_fd() as u32,
             Target::Process(pid) => info[1] = pid,
         }
         if !matches!(target, Target::All) {

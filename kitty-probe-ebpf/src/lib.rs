@@ -11,6 +11,7 @@ pub mod hist;
 mod iter_link;
 pub mod load;
 mod map_batch;
+mod mapped;
 pub mod profile;
 pub mod rtt;
 pub mod runq;

@@ -1,10 +1,10 @@
 //! Run-queue latency per watched process (p50/p99/max per tick, and the
 //! interval's histogram for the detail view), and who ran instead: the
 //! kernel charges each wait to the tasks that held the CPU meanwhile; this
-//! reads the charges back per rank, as a share of the rank's wait.
+//! takes the tick's charges (reads and empties the map) per rank, as a
+//! share of the rank's wait.
 
 use crate::hist::{Hist, RawHist};
-use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
 use crate::map_batch::MapBatch;
 use crate::watched::SlotFilter;
@@ -34,27 +34,19 @@ struct Culprit {
 // SAFETY: repr(C) plain data with explicit padding.
 unsafe impl aya::Pod for Culprit {}
 
-/// The ways the culprit map can be read, cheapest first.
+/// The ways the culprit map can be taken (read and emptied), cheapest
+/// first.
 #[derive(Clone, Copy, Debug)]
 pub enum CulpritRead {
-    /// One `read()` of an `iter/bpf_map_elem` program's output.
-    Iterator,
-    /// One `bpf(BPF_MAP_LOOKUP_BATCH)` call.
+    /// One `bpf(BPF_MAP_LOOKUP_AND_DELETE_BATCH)` call (Linux 5.6+).
     Batch,
-    /// Two `bpf()` calls an entry (always there).
+    /// Three `bpf()` calls an entry: its key, its value, its deletion
+    /// (always there).
     Lookups,
 }
 
 /// (rank, task, wait ns): a charge as the tests compare them.
 pub type Charge = (u32, u32, u64);
-
-/// A row of `dump_culprits`: the key, then the value.
-const CULPRIT_ROW: usize = std::mem::size_of::<CulpritKey>() + std::mem::size_of::<Culprit>();
-
-fn culprit_row(b: &[u8]) -> (CulpritKey, Culprit) {
-    let (key, value) = b.split_at(std::mem::size_of::<CulpritKey>());
-    culprit_of(key, value)
-}
 
 /// A culprit entry from its key's and value's bytes.
 fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
@@ -72,16 +64,6 @@ fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
     )
 }
 
-/// Loads the culprit map's iterator program and links it to the map.
-fn culprit_iter(ebpf: &mut Ebpf, data: &MapData) -> Result<IterLink, ProbeError> {
-    let p: &mut aya::programs::Iter = load::program(ebpf, "dump_culprits")?;
-    p.load("bpf_map_elem", &*load::kernel_btf()?)
-        .map_err(|e| load::reason(&e))?;
-    let prog = p.fd().map_err(|e| load::reason(&e))?;
-    use std::os::fd::AsFd;
-    IterLink::new(prog.as_fd(), Target::Map(data.fd().as_fd()))
-}
-
 /// How a culprit is shown: its comm and container.
 #[derive(Clone, Default)]
 struct Named {
@@ -92,23 +74,16 @@ struct Named {
 
 /// Culprits kept per rank and tick.
 const KEEP: usize = 5;
-/// A charge that has not grown for this long is removed from the kernel.
-const REAP_NS: u64 = 60_000_000_000;
 
 pub struct RunqProbe {
     _ebpf: Ebpf,
     /// The filter, and each watched process's histogram by its index.
     watched: SlotFilter,
     culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
-    /// The culprit map in one read, where the kernel has map iterators
-    /// (else why)...
-    culprit_iter: Result<IterLink, ProbeError>,
-    /// ...else in one batch lookup (else why, and two bpf() calls per
-    /// entry through `culprits`).
+    /// The tick's charges taken in one batch call (else why, and three
+    /// bpf() calls per entry through `culprits`).
     culprit_batch: Result<MapBatch, ProbeError>,
     prev: HashMap<u32, RawHist>,
-    /// Last total per (rank, culprit) and when it last grew.
-    charged: HashMap<CulpritKey, (u64, u64)>,
     /// Culprit names and containers, by pid (read once per process).
     names: HashMap<u32, Named>,
 }
@@ -124,17 +99,14 @@ impl RunqProbe {
         let aya::maps::Map::HashMap(data) = &raw else {
             return Err(ProbeError::Missing("culprits as a hash map".into()));
         };
-        let culprit_iter = culprit_iter(&mut ebpf, data);
-        let culprit_batch = MapBatch::new(data);
+        let culprit_batch = MapBatch::taking(data);
         let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched,
             culprits,
-            culprit_iter,
             culprit_batch,
             prev: HashMap::new(),
-            charged: HashMap::new(),
             names: HashMap::new(),
         })
     }
@@ -169,7 +141,7 @@ impl RunqProbe {
         self.watched.sync(&pids);
         self.prev.retain(|pid, _| pids.contains(pid));
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
-        let waits = self.read_culprits(&pids, frame.mono_ns);
+        let waits = self.take_culprits(&pids);
         for r in frame.ranks.iter_mut() {
             let pid = r.key.pid;
             if let Some(mine) = waits.get(&pid) {
@@ -216,43 +188,40 @@ impl RunqProbe {
     /// What it attached and how it reads the culprits, as `doctor` says.
     pub fn strategy(&self) -> String {
         let hooks = "tp_btf/sched_switch (sched_info.last_queued)";
-        match (&self.culprit_iter, &self.culprit_batch) {
-            (Ok(_), _) => format!("{hooks}, culprits by iter/bpf_map_elem"),
-            (Err(why), Ok(_)) => {
-                format!("{hooks}, culprits by batch lookup (map iterator: {why})")
-            }
-            // Still every signal, at two bpf() calls a culprit.
-            (Err(why), Err(batch)) => {
-                format!("{hooks}, culprits by lookups (map iterator: {why}; batch lookup: {batch})")
-            }
+        match &self.culprit_batch {
+            Ok(_) => format!("{hooks}, culprits by lookup-and-delete batch"),
+            // Still every signal, at three bpf() calls a culprit.
+            Err(why) => format!("{hooks}, culprits by lookups (batch: {why})"),
         }
     }
 
-    /// Every charge in the kernel's map, the cheapest way this kernel has
-    /// (a failed read falls back to the next way for that tick).
+    /// The charges since the last take, the cheapest way this kernel
+    /// has (a failed batch falls back to lookups for that tick).
     fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
-        [
-            CulpritRead::Iterator,
-            CulpritRead::Batch,
-            CulpritRead::Lookups,
-        ]
-        .into_iter()
-        .find_map(|way| self.culprits_by(way))
-        .unwrap_or_default()
+        [CulpritRead::Batch, CulpritRead::Lookups]
+            .into_iter()
+            .find_map(|way| self.culprits_by(way))
+            .unwrap_or_default()
     }
 
-    /// The charges read one way, when this kernel has it.
+    /// The charges taken one way (the map is empty of them after), when
+    /// this kernel has it.
     fn culprits_by(&mut self, way: CulpritRead) -> Option<Vec<(CulpritKey, Culprit)>> {
         Some(match way {
-            CulpritRead::Iterator => {
-                let rows = self.culprit_iter.as_mut().ok()?.read(CULPRIT_ROW).ok()?;
-                rows.map(culprit_row).collect()
-            }
             CulpritRead::Batch => {
                 let rows = self.culprit_batch.as_mut().ok()?.read().ok()?;
                 rows.map(|(k, v)| culprit_of(k, v)).collect()
             }
-            CulpritRead::Lookups => self.culprits.iter().filter_map(Result::ok).collect(),
+            CulpritRead::Lookups => {
+                let keys: Vec<CulpritKey> = self.culprits.keys().filter_map(Result::ok).collect();
+                keys.into_iter()
+                    .filter_map(|k| {
+                        let c = self.culprits.get(&k, 0).ok()?;
+                        let _ = self.culprits.remove(&k);
+                        Some((k, c))
+                    })
+                    .collect()
+            }
         })
     }
 
@@ -264,8 +233,8 @@ impl RunqProbe {
         Some((h.sum_us, h.count))
     }
 
-    /// The charges read one way, sorted (for the test that the ways
-    /// agree); None where this kernel does not have that way.
+    /// The charges taken one way, sorted (for the tests of the ways);
+    /// None where this kernel does not have that way.
     #[doc(hidden)]
     pub fn charges_by(&mut self, way: CulpritRead) -> Option<Vec<Charge>> {
         let mut v: Vec<Charge> = self
@@ -277,36 +246,16 @@ impl RunqProbe {
         Some(v)
     }
 
-    /// This tick's charges per rank: (culprit tgid, ns, cpu); old and
-    /// orphaned entries are removed from the kernel.
-    fn read_culprits(
-        &mut self,
-        ranks: &BTreeSet<u32>,
-        now: u64,
-    ) -> HashMap<u32, Vec<(u32, u64, u32)>> {
+    /// This tick's charges per rank: (culprit tgid, ns, cpu). Charges of
+    /// a process no longer watched are dropped with the rest.
+    fn take_culprits(&mut self, ranks: &BTreeSet<u32>) -> HashMap<u32, Vec<(u32, u64, u32)>> {
         let mut out: HashMap<u32, Vec<(u32, u64, u32)>> = HashMap::new();
-        let mut reap = Vec::new();
-        let entries = self.culprit_entries();
-        for (k, c) in entries {
-            if !ranks.contains(&k.rank) {
-                reap.push(k);
-                continue;
+        for (k, c) in self.culprit_entries() {
+            if c.wait_ns > 0 && k.tgid != k.rank && ranks.contains(&k.rank) {
+                out.entry(k.rank)
+                    .or_default()
+                    .push((k.tgid, c.wait_ns, c.cpu));
             }
-            let (before, grew_at) = self.charged.get(&k).copied().unwrap_or((0, now));
-            let delta = c.wait_ns.saturating_sub(before);
-            let grew_at = if delta > 0 { now } else { grew_at };
-            if now.saturating_sub(grew_at) > REAP_NS {
-                reap.push(k);
-                continue;
-            }
-            self.charged.insert(k, (c.wait_ns, grew_at));
-            if delta > 0 && k.tgid != k.rank {
-                out.entry(k.rank).or_default().push((k.tgid, delta, c.cpu));
-            }
-        }
-        for k in reap {
-            let _ = self.culprits.remove(&k);
-            self.charged.remove(&k);
         }
         out
     }

@@ -3,6 +3,7 @@
 //! run-queue probe's also gives each one the index of its histogram.
 
 use crate::hist::RawHist;
+use crate::mapped::MappedArray;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -55,12 +56,26 @@ unsafe impl aya::Pod for Slot {}
 pub struct SlotFilter {
     slots: Array<MapData, Slot>,
     overflow: BpfHashMap<MapData, u32, u32>,
-    hists: Array<MapData, RawHist>,
+    /// The histograms, read in place (no `bpf()` call per process).
+    hists: MappedArray<RawHist>,
     /// Watched tgid -> its index.
     idx: BTreeMap<u32, u32>,
     free: Vec<u32>,
     /// What the slots and the overflow hold now.
     written: Plan,
+}
+
+/// The run-queue object's `runq_hist` (made mappable), mapped.
+fn mapped_hists(ebpf: &mut aya::Ebpf) -> Result<MappedArray<RawHist>, crate::load::ProbeError> {
+    let map = ebpf
+        .map("runq_hist")
+        .ok_or_else(|| crate::load::ProbeError::Missing("map runq_hist".into()))?;
+    let aya::maps::Map::Array(data) = map else {
+        return Err(crate::load::ProbeError::Missing(
+            "runq_hist as an array".into(),
+        ));
+    };
+    MappedArray::new(data)
 }
 
 /// What the slots and the overflow hash hold: each used slot one watched
@@ -79,7 +94,7 @@ impl SlotFilter {
         Ok(SlotFilter {
             slots: crate::load::take_map(ebpf, "watch_slots")?,
             overflow: crate::load::take_map(ebpf, "watched")?,
-            hists: crate::load::take_map(ebpf, "runq_hist")?,
+            hists: mapped_hists(ebpf)?,
             idx: BTreeMap::new(),
             free: (0..MAX_WATCHED).rev().collect(),
             written: Plan::default(),
@@ -88,7 +103,7 @@ impl SlotFilter {
 
     /// A watched process's histogram as the kernel has it now.
     pub fn hist_of(&self, tgid: u32) -> Option<RawHist> {
-        self.hists.get(self.idx.get(&tgid)?, 0).ok()
+        self.hists.get(*self.idx.get(&tgid)?)
     }
 
     /// Watches `pids` from now on: the gone leave the filter before their
@@ -107,7 +122,7 @@ impl SlotFilter {
                 continue;
             }
             let Some(i) = self.free.pop() else { break };
-            let _ = self.hists.set(i, RawHist::default(), 0);
+            self.hists.set(i, RawHist::default());
             self.idx.insert(pid, i);
         }
         self.write(pids);

@@ -1,19 +1,15 @@
-//! The run-queue culprit map read in one pass (its map iterator, or one
-//! batch lookup) holds the same charges as read entry by entry with bpf()
-//! calls.
+//! The run-queue culprit map taken each tick (read and emptied, by one
+//! lookup-and-delete batch or by lookups): the charges of busy threads that
+//! wait for each other are there once, add up to no more than their waits,
+//! and a second take holds only what was charged since.
 mod support;
-use kitty_probe_ebpf::runq::CulpritRead;
+use kitty_probe_ebpf::runq::{CulpritRead, RunqProbe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-#[test]
-fn one_pass_reads_what_lookups_read() {
-    if !support::can_load_bpf() {
-        return;
-    }
-    let mut probe = support::runq_watching_this_process();
-    // More busy threads than CPUs in this watched process wait for each
-    // other, and are charged.
+/// More busy threads than CPUs in this watched process, for `ms`: they wait
+/// for each other, and are charged to this process.
+fn contend(ms: u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let busy: Vec<_> = (0..cpus * 3)
@@ -26,41 +22,79 @@ fn one_pass_reads_what_lookups_read() {
             })
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    std::thread::sleep(std::time::Duration::from_millis(ms));
     stop.store(true, Ordering::Relaxed);
     for b in busy {
         b.join().unwrap();
     }
-    // Each one-pass way this kernel has against the per-entry walk: a
-    // kernel whose policy refuses map iterator programs outright (EPERM
-    // before the verifier runs, as one 6.18 VM's did) still has batch
-    // lookups (5.6 and later).
+}
+
+/// The waits counted in this process's histogram so far: their sum in ns
+/// (each counted in whole us, so up to 1 us short) and how many.
+fn waited(probe: &RunqProbe) -> (u64, u64) {
+    let (sum_us, n) = probe.waits_of(std::process::id()).unwrap();
+    (sum_us * 1000, n)
+}
+
+#[test]
+fn a_take_holds_the_charges_since_the_last_one() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    let me = std::process::id();
+    let mut probe = support::runq_watching_this_process();
     let mut compared = 0;
-    for way in [CulpritRead::Iterator, CulpritRead::Batch] {
-        let Some(one_pass) = probe.charges_by(way) else {
+    for way in [CulpritRead::Batch, CulpritRead::Lookups] {
+        // Whatever was charged before (the other way's turn) goes first.
+        if probe.charges_by(way).is_none() {
             eprintln!("{way:?}: not on this kernel ({})", probe.strategy());
             continue;
-        };
-        let by_calls = probe.charges_by(CulpritRead::Lookups).unwrap();
-        eprintln!(
-            "{way:?}: {} charges: {:?}",
-            one_pass.len(),
-            &one_pass[..one_pass.len().min(5)]
-        );
-        assert!(!one_pass.is_empty(), "busy threads waited and were charged");
-        let keys = |v: &[(u32, u32, u64)]| v.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>();
-        assert_eq!(
-            keys(&one_pass),
-            keys(&by_calls),
-            "{way:?}: the same (rank, task) charges"
-        );
-        // Read one after the other while this test thread may still wait
-        // now and then: the later read may only have grown, and barely.
-        for (a, b) in one_pass.iter().zip(&by_calls) {
-            assert!(b.2 >= a.2 && b.2 - a.2 < 50_000_000, "{a:?} then {b:?}");
         }
-        assert!(one_pass.iter().all(|c| c.0 == std::process::id()));
+        let before = waited(&probe);
+        contend(400);
+        let taken = probe.charges_by(way).unwrap();
+        let after = waited(&probe);
+        let (waited, waits) = (after.0 - before.0, after.1 - before.1);
+        eprintln!(
+            "{way:?}: {} charges, {:?}...; waits {waited} ns",
+            taken.len(),
+            &taken[..taken.len().min(5)]
+        );
+        assert!(
+            !taken.is_empty(),
+            "{way:?}: busy threads waited and were charged"
+        );
+        assert!(
+            taken.iter().all(|c| c.0 == me),
+            "{way:?}: only this process is watched"
+        );
+        let mut pairs: Vec<(u32, u32)> = taken.iter().map(|c| (c.0, c.1)).collect();
+        pairs.dedup();
+        assert_eq!(
+            pairs.len(),
+            taken.len(),
+            "{way:?}: a (rank, task) pair once"
+        );
+        // The charges split the waits among who ran meanwhile (a wait
+        // longer than a CPU's last 32 switches is charged in part): their
+        // sum is at most the waits, and most of them here.
+        let charged: u64 = taken.iter().map(|c| c.2).sum();
+        assert!(
+            charged <= waited + waits * 1000 + 1_000_000 && charged * 2 >= waited,
+            "{way:?}: charged {charged} ns of {waited} ns in {waits} waits"
+        );
+        // Taken means gone: what a second take finds was charged since
+        // (this test thread's own rare waits), far less than the first.
+        let again: u64 = probe.charges_by(way).unwrap().iter().map(|c| c.2).sum();
+        assert!(
+            again * 10 < charged,
+            "{way:?}: {again} ns again after {charged}"
+        );
         compared += 1;
     }
-    assert!(compared > 0, "neither one-pass way: {}", probe.strategy());
+    assert!(
+        compared > 0,
+        "no way to take the charges: {}",
+        probe.strategy()
+    );
 }

@@ -16,7 +16,8 @@
  * Who ran instead: every switch notes, in its CPU's small ring, when and
  * which task got the CPU (two stores). When a watched thread runs, its wait
  * is split among the tasks that held this CPU meanwhile and charged to
- * them, per (rank, task), in the kernel. Only this CPU writes and reads its
+ * them, per (rank, task), in the kernel, until the user side takes the
+ * charges (each tick). Only this CPU writes and reads its
  * ring, always under its runqueue's lock: no races. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
@@ -103,9 +104,14 @@ struct culprit {
 	u32 _pad;
 };
 
+/* The charges since the user side last read them: it reads and empties
+ * the map in one call a tick (lookup-and-delete batch), so the map holds
+ * one tick's (rank, task) pairs, not every pair of the last minute, and a
+ * read walks 1024 buckets, not 4096. A pair charged while it is being
+ * deleted loses that one charge. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 1024);
 	__type(key, struct culprit_key);
 	__type(value, struct culprit);
 } culprits SEC(".maps");
@@ -115,6 +121,9 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_WATCHED);
+	/* The user side maps it and reads the histograms in place: no bpf()
+	 * call per watched process a tick. */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, u32);
 	__type(value, struct hist);
 } runq_hist SEC(".maps");
@@ -217,23 +226,5 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	struct hist *hi = bpf_map_lookup_elem(&runq_hist, &key);
 	if (hi)
 		hist_add(hi, delta_us > 0xffffffff ? 0xffffffff : (u32)delta_us);
-	return 0;
-}
-
-/* The culprit map in one read (a map iterator bound to `culprits`): each
- * charge as a key and value pair, instead of two bpf() calls per entry. */
-SEC("iter/bpf_map_elem")
-int dump_culprits(struct bpf_iter__bpf_map_elem *ctx)
-{
-	struct seq_file *seq = ctx->meta->seq;
-	struct culprit_key *k = ctx->key;
-	struct culprit *v = ctx->value;
-	if (!k || !v)
-		return 0;
-	struct {
-		struct culprit_key k;
-		struct culprit v;
-	} row = { *k, *v };
-	bpf_seq_write(seq, &row, sizeof(row));
 	return 0;
 }
