@@ -9,6 +9,7 @@ use crate::load::{self, objects, ProbeError};
 use crate::map_batch::{pod, MapBatch};
 use aya::maps::{IterableMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
+use kitty_core::model::addr::addr_text;
 use kitty_core::model::{FlowFrame, Frame, Sig, Text};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -70,6 +71,10 @@ struct Seen {
     bytes: FlowBytes,
     last_change_ns: u64,
     rate: (f64, f64),
+    /// Its endpoints as the frame shows them (printed once per flow, not
+    /// every tick).
+    local: Text,
+    remote: Text,
 }
 
 pub struct FlowProbe {
@@ -161,10 +166,12 @@ impl FlowProbe {
         let mut reap = Vec::new();
         let mut attributed_ext = 0u64;
         for (k, b) in self.entries() {
-            let entry = self.seen.entry(k).or_insert(Seen {
+            let entry = self.seen.entry(k).or_insert_with(|| Seen {
                 bytes: FlowBytes::default(),
                 last_change_ns: now,
                 rate: (0.0, 0.0),
+                local: addr_text(&addr(k.family, &k.laddr, k.lport)),
+                remote: addr_text(&addr(k.family, &k.raddr, k.rport)),
             });
             let (dtx, drx) = (
                 b.tx.saturating_sub(entry.bytes.tx),
@@ -202,8 +209,8 @@ impl FlowProbe {
                     "tcp"
                 }
                 .into(),
-                local: addr(k.family, &k.laddr, k.lport).to_string().into(),
-                remote: addr(k.family, &k.raddr, k.rport).to_string().into(),
+                local: s.local.clone(),
+                remote: s.remote.clone(),
                 tx_bytes: s.bytes.tx,
                 rx_bytes: s.bytes.rx,
                 tx_bytes_per_s: s.rate.0,

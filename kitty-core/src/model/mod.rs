@@ -2,6 +2,7 @@
 //! signals, sanitised text), the signal catalog, bounded history, and the
 //! one value formatter.
 
+pub mod addr;
 pub mod format;
 pub mod frame;
 pub mod grid;

@@ -29,6 +29,17 @@ impl Text {
         Text(sanitize(raw, max))
     }
 
+    /// A string kitty printed itself from numbers (an address, a count):
+    /// nothing in it to escape, so it is kept as it is, without the copy;
+    /// checked all the same, and sanitised if it is not plain after all.
+    pub fn printed(s: String) -> Text {
+        if is_plain(&s, Text::MAX) {
+            Text(s)
+        } else {
+            Text::new(&s)
+        }
+    }
+
     /// From bytes of unknown encoding (a kernel comm, an environ value).
     pub fn from_bytes(raw: &[u8]) -> Text {
         Text::new(&String::from_utf8_lossy(raw))
@@ -50,10 +61,9 @@ impl Text {
 
 /// Escapes every character a terminal could act on and caps the length.
 pub fn sanitize(raw: &str, max: usize) -> String {
-    // Most text needs nothing done: checked in one pass and copied whole
-    // (fewer bytes than `max` is fewer characters too). This runs for
-    // every thread name and label of every tick.
-    if raw.len() <= max && raw.chars().all(|c| escape(c).is_none()) {
+    // Most text needs nothing done: checked in one pass and copied whole.
+    // This runs for every thread name and label of every tick.
+    if is_plain(raw, max) {
         return raw.to_string();
     }
     let mut out = String::with_capacity(raw.len().min(max + 16));
@@ -76,6 +86,15 @@ pub fn sanitize(raw: &str, max: usize) -> String {
         out.push_str(&format!("…[+{cut} chars]"));
     }
     out
+}
+
+/// Whether `raw` is shown as it is: no character to escape, and no more
+/// than `max` bytes (fewer bytes than `max` is fewer characters too).
+/// Printable ASCII (the usual name) is decided a byte at a time.
+fn is_plain(raw: &str, max: usize) -> bool {
+    raw.len() <= max
+        && (raw.bytes().all(|b| (0x20..0x7f).contains(&b))
+            || raw.chars().all(|c| escape(c).is_none()))
 }
 
 /// How `c` is shown when a terminal could act on it; None: as itself.
@@ -129,7 +148,12 @@ impl From<&str> for Text {
 
 impl From<String> for Text {
     fn from(s: String) -> Text {
-        Text::new(&s)
+        // A plain string is kept as it is, without the copy.
+        if is_plain(&s, Text::MAX) {
+            Text(s)
+        } else {
+            Text::new(&s)
+        }
     }
 }
 
@@ -171,6 +195,24 @@ mod tests {
             "evil\\e]0;PWNED\\x07\\r\\n\\u{9b}2J\\u{202e}x\\x7f"
         );
         assert!(!t.chars().any(|c| c.is_control()));
+    }
+
+    #[test]
+    fn the_byte_check_agrees_with_the_character_check() {
+        // Every ASCII character, alone and inside a name, and a few others.
+        let odd = [
+            '\u{80}', '\u{9b}', '\u{a0}', '\u{202e}', '\u{2069}', '\u{feff}', '日',
+        ];
+        for c in (0u8..0x80).map(char::from).chain(odd) {
+            for s in [c.to_string(), format!("rank{c}0")] {
+                let by_chars = s.chars().all(|c| escape(c).is_none());
+                assert_eq!(is_plain(&s, Text::MAX), by_chars, "{s:?}");
+                // Made from an owned string or printed by kitty: the same.
+                assert_eq!(Text::from(s.clone()), Text::new(&s), "{s:?}");
+                assert_eq!(Text::printed(s.clone()), Text::new(&s), "{s:?}");
+            }
+        }
+        assert_eq!(Text::from("a".repeat(300)), Text::new(&"a".repeat(300)));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! gauges always, rates once there is a previous sample.
 
 use super::procs::ProcPrev;
+use crate::model::addr::addr_text;
 use crate::model::rates::{counter_rates, hundredths, rate, TcpDeltas};
 use crate::model::{
     Histograms, RankCounters, RankFrame, Sig, Signals, SocketFrame, TcpInfo, Text, ThreadFrame,
@@ -51,8 +52,8 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         }
         socket_frames.push(SocketFrame {
             inode: raw.inode,
-            local: Text::new(&raw.local.to_string()),
-            remote: Text::new(&raw.remote.to_string()),
+            local: addr_text(&raw.local),
+            remote: addr_text(&raw.remote),
             state: Text::new(raw.state),
             tx_queue: raw.tx_queue,
             rx_queue: raw.rx_queue,
