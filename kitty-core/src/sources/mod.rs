@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod discovery;
 pub mod flight_recorder;
 pub mod host;
+pub mod inet_diag;
 pub mod kept;
 pub mod labels;
 pub mod nccl_env;
