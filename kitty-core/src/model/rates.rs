@@ -82,6 +82,9 @@ impl TcpDeltas {
         self.busy_us += d64(p.busy_time_us, cur.busy_time_us);
     }
 
+    /// How many signals [`TcpDeltas::write`] sets.
+    pub const SIGNALS: usize = 9;
+
     pub fn write(&self, dt_s: f64, out: &mut Signals) {
         let mut put = |k: Sig, v: f64| {
             out.set(k, v / dt_s);
@@ -111,6 +114,13 @@ mod tests {
         assert_eq!(rate(20, 10, 2.0), None);
         assert_eq!(rate(1, 2, 0.0), None);
         assert_eq!(rate_opt(None, Some(2), 1.0), None);
+    }
+
+    #[test]
+    fn the_deltas_set_as_many_signals_as_they_say() {
+        let mut out = Signals::new();
+        TcpDeltas::default().write(1.0, &mut out);
+        assert_eq!(out.iter().count(), TcpDeltas::SIGNALS);
     }
 
     #[test]

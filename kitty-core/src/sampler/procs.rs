@@ -175,10 +175,14 @@ impl ProcReader {
             });
             rank.cgroup_cpu = cgroup_cpu;
             ranks.push(rank);
-            let tcp = sockets
-                .iter()
-                .filter_map(|r| r.info.clone().map(|i| (r.inode, i)))
-                .collect();
+            // Made the size it ends at: collected from a filter it grew
+            // and rehashed four times for 64 sockets.
+            let mut tcp = HashMap::with_capacity(sockets.len());
+            tcp.extend(
+                sockets
+                    .iter()
+                    .filter_map(|r| r.info.clone().map(|i| (r.inode, i))),
+            );
             let fd_scan_ns = match prev {
                 Some(p) if !s.fds_rescanned => p.fd_scan_ns,
                 _ => mono,

@@ -43,7 +43,8 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
     let mut socket_frames = Vec::with_capacity(sockets.len());
     let mut deltas = TcpDeltas::default();
     for raw in sockets {
-        let mut ssig = Signals::new();
+        // Its rates, and the RTT probe's median where the probe runs.
+        let mut ssig = Signals::with_capacity(TcpDeltas::SIGNALS + 1);
         if let (Some(p), Some(info), Some(dt)) = (prev, &raw.info, dt_s) {
             let mut d = TcpDeltas::default();
             d.add(p.tcp.get(&raw.inode), info);
@@ -54,7 +55,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
             inode: raw.inode,
             local: addr_text(&raw.local),
             remote: addr_text(&raw.remote),
-            state: Text::new(raw.state),
+            state: Text::printed(raw.state.to_string()),
             tx_queue: raw.tx_queue,
             rx_queue: raw.rx_queue,
             info: raw.info.clone(),

@@ -129,7 +129,7 @@ impl SockDiag {
             .iter()
             .filter_map(|i| ns.ids.get(i).cloned())
             .collect();
-        let mut out = HashMap::new();
+        let mut out = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH) {
             if let Err(e) = query_exact(&mut ns.sock, &mut ns.rx, chunk, &mut out) {
                 self.by_netns.remove(&netns);
