@@ -4,16 +4,32 @@
 use super::rules::{Kind, Rule};
 pub use crate::model::stats::median;
 
-/// (median, MAD) of the values other than `me`'s.
+/// Peers whose values are sorted on the stack: a node's ranks, and more.
+const ON_STACK: usize = 64;
+
+/// (median, MAD) of the values other than `me`'s. Called for every rank
+/// and rule each tick: up to [`ON_STACK`] peers it allocates nothing.
 pub fn peer_stats(values: &[(usize, f64)], me: usize) -> Option<(f64, f64)> {
-    let mut peers: Vec<f64> = values
-        .iter()
-        .filter(|(i, _)| *i != me)
-        .map(|(_, v)| *v)
-        .collect();
-    let m = median(&mut peers)?;
-    let mut dev: Vec<f64> = peers.iter().map(|p| (p - m).abs()).collect();
-    Some((m, median(&mut dev).unwrap_or(0.0)))
+    let others = values.iter().filter(|(i, _)| *i != me).map(|(_, v)| *v);
+    let mut stack = [0f64; ON_STACK];
+    let mut heap = Vec::new();
+    let peers: &mut [f64] = if values.len() <= ON_STACK {
+        let mut n = 0;
+        for (slot, v) in stack.iter_mut().zip(others) {
+            *slot = v;
+            n += 1;
+        }
+        &mut stack[..n]
+    } else {
+        heap.extend(others);
+        &mut heap
+    };
+    let m = median(peers)?;
+    // The deviations in place of the values (their order is not needed).
+    for p in peers.iter_mut() {
+        *p = (*p - m).abs();
+    }
+    Some((m, median(peers).unwrap_or(0.0)))
 }
 
 /// The thresholds of one comparison: raising, or (lower) releasing.
@@ -48,6 +64,22 @@ pub fn is_outlier(v: f64, m: f64, mad: f64, rule: &Rule, bar: Bar) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_peers_as_few() {
+        // Past the stack's room the same numbers come out.
+        for n in [3usize, 64, 65, 66, 200] {
+            let v: Vec<(usize, f64)> = (0..n).map(|i| (i, ((i * 37) % 11) as f64)).collect();
+            let mut peers: Vec<f64> = v.iter().skip(1).map(|x| x.1).collect();
+            let m = median(&mut peers).unwrap();
+            let mut dev: Vec<f64> = peers.iter().map(|p| (p - m).abs()).collect();
+            assert_eq!(
+                peer_stats(&v, 0),
+                Some((m, median(&mut dev).unwrap())),
+                "{n}"
+            );
+        }
+    }
 
     #[test]
     fn median_even_and_odd() {
