@@ -68,6 +68,8 @@ pub struct EventsProbe {
     watched: WatchedSet,
     counts: PerCpuArray<MapData, u64>,
     prev_counts: (u64, u64),
+    /// New processes' hints dropped (fork storms, a full ring), so far.
+    prev_dropped: u64,
     /// pid -> how the frame named it, for processes that are gone by the
     /// time their death is read.
     names: HashMap<u32, String>,
@@ -84,6 +86,13 @@ struct Burst {
     sampled: u64,
     truncated: u64,
     comms: BTreeMap<Text, u32>,
+}
+
+impl Drop for EventsProbe {
+    fn drop(&mut self) {
+        // No hints from here on: discovery scans at its usual pace.
+        self.hints.set_complete(false);
+    }
 }
 
 impl EventsProbe {
@@ -104,18 +113,23 @@ impl EventsProbe {
         let ring = load::take_map(&mut ebpf, "events")?;
         let watched = load::take_map(&mut ebpf, "watched")?;
         let counts = load::take_map(&mut ebpf, "counts")?;
+        // Every exec and fork of the node is now a hint, or counted as
+        // dropped: discovery's full scan can wait longer.
+        hints.set_complete(true);
         Ok(EventsProbe {
             _ebpf: ebpf,
             ring,
             watched: WatchedSet::new(watched),
             counts,
             prev_counts: (0, 0),
+            prev_dropped: 0,
             names: HashMap::new(),
             burst: None,
             hints,
         })
     }
 
+    /// The count at `idx` of `counts` (bpf/events.bpf.c), over the CPUs.
     fn count(&self, idx: u32) -> u64 {
         self.counts
             .get(&idx, 0)
@@ -179,6 +193,12 @@ impl EventsProbe {
         );
         let first = self.prev_counts == (0, 0) && seen > 0;
         self.prev_counts = (seen, truncated);
+        let dropped = self.count(2);
+        if trunc_d > 0 || dropped > self.prev_dropped {
+            // A new process may have gone without its hint.
+            self.hints.missed();
+        }
+        self.prev_dropped = dropped;
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
         if !first {
             frame.host.signals.set(Sig::ExecsPerS, seen_d as f64 / secs);

@@ -544,12 +544,45 @@ fn an_execve_storm_is_one_event_with_a_truncated_count() {
     // Two loops at once, 4000 execs: faster than the bucket refills (150/s
     // per CPU after a burst of 300 each) even on a slow, busy machine (at
     // 230/s a single loop of 2500 stayed under it).
+    // A process marked for watching starts in the middle of it: its exec
+    // hint is likely dropped with the rest, and the drop brings discovery's
+    // scan back to its 5 s pace (from 30 s while every new process is
+    // hinted), so it is watched within seconds all the same.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("marked");
     let st = Command::new("sh")
         .arg("-c")
-        .arg("l() { i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; }; l & l & wait")
+        .arg(format!(
+            "l() {{ i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; }}; \
+             l & a=$!; l & b=$!; \
+             (sleep 0.3; KITTY_WATCH=1 exec sleep 30) & echo $! > {}; wait $a $b",
+            pid_file.display()
+        ))
         .status()
         .unwrap();
     assert!(st.success());
+    let marked: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    struct Kill(u32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            // SAFETY: a signal to the sleeper this test started.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _sleeper = Kill(marked);
+    let watched = rec.wait_for(12, |fs| {
+        fs.iter()
+            .any(|f| f.ranks.iter().any(|r| r.key.pid == marked))
+            .then_some(())
+    });
+    assert!(
+        watched.is_some(),
+        "the process started in the storm was never watched"
+    );
     // The burst is reported once it ends.
     rec.wait_for(10, |fs| {
         (!events_of(fs, EventKind::ExecBurst).is_empty()).then_some(())

@@ -25,6 +25,7 @@ use crate::sources::discovery::WatchRule;
 use crate::sources::kept::KeptFiles;
 use crate::sources::Roots;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,21 +64,62 @@ impl Default for SamplerConfig {
 }
 
 /// Pids worth a look before the next discovery cycle (new execs and forks,
-/// from the events probe). Shared between the probe and the sampler.
+/// from the events probe). Shared between the probe and the sampler. While
+/// the probe says it sees every exec and fork ([`WatchHints::set_complete`])
+/// and drops none, discovery's scan of every process can wait longer: a new
+/// process is looked at the tick after its hint.
 #[derive(Debug, Clone, Default)]
-pub struct WatchHints(Arc<Mutex<HashSet<u32>>>);
+pub struct WatchHints(Arc<HintsShared>);
+
+#[derive(Debug, Default)]
+struct HintsShared {
+    pids: Mutex<HashSet<u32>>,
+    /// The probe runs and hints at every new process.
+    complete: AtomicBool,
+    /// A hint was dropped since the last take (a storm past the probe's
+    /// token bucket, a full ring, this set full).
+    missed: AtomicBool,
+}
+
+/// What the sampler takes from the hints each tick.
+#[derive(Debug, Default)]
+pub struct Hinted {
+    pub pids: HashSet<u32>,
+    /// The probe hints at every new process...
+    pub complete: bool,
+    /// ...but some went without their hint since the last take.
+    pub missed: bool,
+}
 
 impl WatchHints {
     pub fn add(&self, pid: u32) {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.0.pids.lock().unwrap_or_else(|e| e.into_inner());
         // Bounded: a fork storm must not grow this without limit.
         if s.len() < 4096 {
             s.insert(pid);
+        } else {
+            self.missed();
         }
     }
 
-    fn take(&self) -> HashSet<u32> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Whether the hints name every new process from now on (the events
+    /// probe attached), or no longer.
+    pub fn set_complete(&self, yes: bool) {
+        self.0.complete.store(yes, Ordering::Relaxed);
+    }
+
+    /// Some new process went without its hint.
+    pub fn missed(&self) {
+        self.0.missed.store(true, Ordering::Relaxed);
+    }
+
+    fn take(&self) -> Hinted {
+        let pids = std::mem::take(&mut *self.0.pids.lock().unwrap_or_else(|e| e.into_inner()));
+        Hinted {
+            pids,
+            complete: self.0.complete.load(Ordering::Relaxed),
+            missed: self.0.missed.swap(false, Ordering::Relaxed),
+        }
     }
 }
 

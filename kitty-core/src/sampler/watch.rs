@@ -1,10 +1,10 @@
 //! The watch list: which processes the sampler reads, kept fresh by
-//! discovery every few seconds (and at once for pids a probe saw exec or
-//! fork). A process already watched is not examined again; one found
+//! discovery every few seconds, or every 30 s while a probe hints at every
+//! new process (and at once for pids a probe saw exec or fork). A process already watched is not examined again; one found
 //! unwatched is remembered until the next full pass, since a process's
 //! environment is fixed at exec.
 
-use super::SamplerConfig;
+use super::{Hinted, SamplerConfig};
 use crate::model::ProcKey;
 use crate::model::{Event, EventKind, Labels};
 use crate::sources::discovery::{discover_skipping, Role, Watched};
@@ -15,6 +15,24 @@ use std::time::Duration;
 
 /// How often discovery looks again at processes it already found unwatched.
 const FULL_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
+/// How often every process is listed while the events probe hints at each
+/// new one (and dropped none since the last scan): the scan is then only
+/// a safety net, and listing /proc costs the kernel a walk of every task.
+const HINTED_DISCOVERY_EVERY: Duration = Duration::from_secs(30);
+/// The initial pid namespace's inode (`PROC_PID_INIT_INO`, fixed by the
+/// kernel): the probes' pids are numbered in it.
+const INIT_PID_NS: &str = "pid:[4026531836]";
+
+/// Whether `proc` numbers processes as the probes do: kitty is in the
+/// initial pid namespace and `proc` numbers kitty as kitty numbers itself
+/// (its `self` link; a procfs of another pid namespace does not show kitty
+/// or numbers it otherwise). Else hints may name other processes than
+/// they mean, and discovery keeps its own pace.
+fn numbers_pids_globally(proc: &std::path::Path) -> bool {
+    let own = std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == INIT_PID_NS);
+    let me = std::process::id().to_string();
+    own && std::fs::read_link(proc.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str())
+}
 /// How often a watched process's cgroup and network namespace are read
 /// again: a rank moved into a limited cgroup is judged on the right
 /// cpu.stat within a second (one small read per rank). A rank the task
@@ -42,6 +60,11 @@ pub struct WatchList {
     unwatched: HashSet<u32>,
     /// Of those, the ones this user may not examine (other users').
     hidden: HashSet<u32>,
+    /// A hint was dropped since the last scan: scan at the usual pace.
+    missed_since_scan: bool,
+    /// Whether the proc root numbers processes as the probes do (its pid
+    /// namespace is the initial one), looked at once.
+    global_pids: Option<bool>,
     pub error: Option<String>,
 }
 
@@ -59,12 +82,21 @@ impl WatchList {
     pub fn refresh(
         &mut self,
         cfg: &SamplerConfig,
-        hinted: &HashSet<u32>,
+        hinted: &Hinted,
         (now_ns, wall_ns): (u64, u64),
         events: &mut Vec<Event>,
     ) {
         let (roots, rule) = (&cfg.roots, &cfg.rule);
-        let every = cfg.discovery_every;
+        self.missed_since_scan |= hinted.missed;
+        let global = *self
+            .global_pids
+            .get_or_insert_with(|| numbers_pids_globally(&roots.proc));
+        let every = if hinted.complete && !self.missed_since_scan && global {
+            HINTED_DISCOVERY_EVERY.max(cfg.discovery_every)
+        } else {
+            cfg.discovery_every
+        };
+        let hinted = &hinted.pids;
         let due = self
             .last_scan_ns
             .is_none_or(|t| now_ns.saturating_sub(t) >= every.as_nanos() as u64);
@@ -98,6 +130,7 @@ impl WatchList {
         }
         if due {
             self.last_scan_ns = Some(now_ns);
+            self.missed_since_scan = false;
         }
         // Once a minute every process is examined again (pids are reused).
         if self
@@ -292,6 +325,59 @@ mod tests {
         assert_eq!(l.watched[0].cgroup, "0::/job/c\n");
         refresh_at(&mut l, 10);
         assert_eq!(l.watched[0].cgroup, "0::/job/d\n", "the 10 s re-read");
+    }
+
+    /// A process marked for watching appears in `roots` under `pid`.
+    fn appear(roots: &Roots, pid: u32) {
+        let p = roots.proc.join(pid.to_string());
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("environ"), "KITTY_WATCH=1\0RANK=3\0").unwrap();
+        std::fs::write(p.join("stat"), std::fs::read("/proc/self/stat").unwrap()).unwrap();
+        std::fs::write(p.join("cgroup"), "0::/job/a\n").unwrap();
+    }
+
+    #[test]
+    fn with_every_new_process_hinted_the_full_scan_waits_longer() {
+        // (complete hints, one dropped, the proc root's pids the probes')
+        for (complete, missed, global, found_at_6s) in [
+            (true, false, true, false),
+            (true, true, true, true),
+            (true, false, false, true),
+            (false, false, true, true),
+        ] {
+            let (_d, roots) = root(40);
+            if global {
+                let me = std::process::id().to_string();
+                std::os::unix::fs::symlink(me, roots.proc.join("self")).unwrap();
+                if !numbers_pids_globally(&roots.proc) {
+                    eprintln!(
+                        "skipped {global:?}: this test runs outside the initial pid namespace"
+                    );
+                    continue;
+                }
+            }
+            let cfg = SamplerConfig {
+                roots: roots.clone(),
+                discovery_every: Duration::from_secs(5),
+                ..Default::default()
+            };
+            let mut l = WatchList::default();
+            let events = &mut Vec::new();
+            let hinted = |missed| Hinted {
+                pids: HashSet::new(),
+                complete,
+                missed,
+            };
+            l.refresh(&cfg, &hinted(false), (0, 0), events);
+            assert!(l.watched.is_empty());
+            // A new process whose hint never came (not in `pids`).
+            appear(&roots, 50);
+            l.refresh(&cfg, &hinted(missed), (6_000_000_000, 0), events);
+            let case = (complete, missed, global);
+            assert_eq!(!l.watched.is_empty(), found_at_6s, "{case:?} at 6 s");
+            l.refresh(&cfg, &hinted(false), (31_000_000_000, 0), events);
+            assert_eq!(l.watched.len(), 1, "{case:?}: the 30 s scan finds it");
+        }
     }
 
     #[test]

@@ -56,10 +56,11 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, u32);
 	__type(value, u64);
-} counts SEC(".maps"); /* 0: execs seen, 1: execs truncated by the bucket */
+} counts SEC(".maps"); /* 0: execs seen, 1: execs truncated by the bucket
+			* (or a full ring), 2: new processes' hints dropped so */
 
 static __always_inline void bump(u32 idx)
 {
@@ -153,16 +154,22 @@ int BPF_PROG(ev_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
 }
 
 /* A new process (not a thread): its pid is a discovery hint. Forks come in
- * storms too, so they have their own bucket; a dropped hint only means the
- * process waits for the next scan. */
+ * storms too, so they have their own bucket; a dropped hint is counted (the
+ * user side then scans for new processes at once). */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ev_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (child->pid != child->tgid || !take_token(1))
+	if (child->pid != child->tgid)
 		return 0;
+	if (!take_token(1)) {
+		bump(2);
+		return 0;
+	}
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e)
+	if (!e) {
+		bump(2);
 		return 0;
+	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = EV_FORK;
 	e->pid = child->tgid;
