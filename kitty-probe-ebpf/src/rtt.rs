@@ -69,7 +69,14 @@ pub struct RttProbe {
     pub strategy: String,
     /// Why the better strategies did not attach.
     pub tried: Vec<String>,
-    prev: HashMap<SockKey, RawHist>,
+    /// Each socket's last reading and the tick it was read (the map is
+    /// kept from tick to tick; sockets not read this tick leave it).
+    prev: HashMap<SockKey, (RawHist, u64)>,
+    /// Each connected socket's key by (namespace, inode), and the tick it
+    /// was last seen: its endpoints parsed from the frame's text once, not
+    /// every tick.
+    keys: HashMap<(u64, u64), (SockKey, u64)>,
+    tick: u64,
     /// Last p50 per rank pid and its age in ticks, to bridge a tick without
     /// an ACK on a very slow link.
     held: HashMap<u32, (f64, u32)>,
@@ -110,6 +117,8 @@ impl RttProbe {
             strategy,
             tried,
             prev: HashMap::new(),
+            keys: HashMap::new(),
+            tick: 0,
             held: HashMap::new(),
         })
     }
@@ -125,37 +134,62 @@ impl RttProbe {
         self.ports_set = want;
     }
 
+    /// A connected socket's key (None for one without a remote end, or
+    /// text that is no address), parsed once per socket.
+    fn key_of(&mut self, ns: u64, s: &kitty_core::model::SocketFrame) -> Option<SockKey> {
+        if let Some((k, seen)) = self.keys.get_mut(&(ns, s.inode)) {
+            *seen = self.tick;
+            return Some(*k);
+        }
+        let local = s.local.parse::<SocketAddr>().ok()?;
+        let remote = s.remote.parse::<SocketAddr>().ok()?;
+        // Not kept while unconnected: the socket may connect later.
+        if remote.port() == 0 {
+            return None;
+        }
+        // A socket's endpoints are fixed once it is connected.
+        let key = SockKey::new(ns, &local, &remote);
+        self.keys.insert((ns, s.inode), (key, self.tick));
+        Some(key)
+    }
+
     pub fn enrich(&mut self, frame: &mut Frame) {
         // Last tick's readings; only the sockets seen now are kept for the next.
-        let prev = std::mem::take(&mut self.prev);
+        self.tick += 1;
+        let tick = self.tick;
         let mut ports = HashSet::new();
         // Per rank: the interval's histogram over its own connections.
         let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let Some(ns) = r.netns else { continue };
             for s in r.sockets.iter_mut() {
-                let (Ok(local), Ok(remote)) = (
-                    s.local.parse::<SocketAddr>(),
-                    s.remote.parse::<SocketAddr>(),
-                ) else {
+                let Some(key) = self.key_of(ns, s) else {
                     continue;
                 };
-                if remote.port() == 0 {
-                    continue;
-                }
-                ports.insert(local.port());
-                let key = SockKey::new(ns, &local, &remote);
+                ports.insert(key.lport);
                 let Ok(raw) = self.map.get(&key, 0) else {
                     continue;
                 };
-                let d = Hist::delta(&raw, prev.get(&key));
-                self.prev.insert(key, raw);
+                let d = match self.prev.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        let d = Hist::delta(&raw, Some(&e.get().0));
+                        *e.get_mut() = (raw, tick);
+                        d
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        let d = Hist::delta(&raw, None);
+                        v.insert((raw, tick));
+                        d
+                    }
+                };
                 if let Some(p50) = d.quantile(0.5) {
                     s.signals.set(Sig::RttP50Us, p50);
                 }
                 own[i].merge(&d);
             }
         }
+        self.prev.retain(|_, (_, t)| *t == tick);
+        self.keys.retain(|_, (_, t)| *t == tick);
         self.sync_ports(ports);
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let h = &own[i];
