@@ -49,8 +49,9 @@ struct Ns {
     sock: Socket,
     /// The receive buffer, kept: a fresh zeroed 64 KiB a call was 1.4 % of `record`.
     rx: Vec<u8>,
-    /// inode -> (family, id with cookie), from the last full dump.
-    ids: HashMap<u64, (u8, SocketId)>,
+    /// inode -> its exact lookup (a request for its full id, cookie
+    /// included), built once from the last full dump.
+    ids: HashMap<u64, Vec<u8>>,
     /// Wanted inodes the last dump did not have: not TCP (unix, udp) or listening.
     absent: std::collections::HashSet<u64>,
     dumped_at: Option<std::time::Instant>,
@@ -125,9 +126,9 @@ impl SockDiag {
                 .collect();
             return Ok(all);
         }
-        let ids: Vec<(u8, SocketId)> = wanted
+        let ids: Vec<&[u8]> = wanted
             .iter()
-            .filter_map(|i| ns.ids.get(i).cloned())
+            .filter_map(|i| ns.ids.get(i).map(Vec::as_slice))
             .collect();
         let mut out = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH) {
@@ -169,7 +170,7 @@ fn dump_family(
     rx: &mut [u8],
     family: u8,
     out: &mut HashMap<u64, SocketRaw>,
-    ids: &mut HashMap<u64, (u8, SocketId)>,
+    ids: &mut HashMap<u64, Vec<u8>>,
 ) -> Result<()> {
     let socket_id = if family == AF_INET {
         SocketId::new_v4()
@@ -186,7 +187,7 @@ fn dump_family(
             std::io::Error::from_raw_os_error(-code).to_string(),
         ))),
         Answer::Socket(raw, id) => {
-            ids.insert(raw.inode, (family, id));
+            ids.insert(raw.inode, request(family, id, NLM_F_REQUEST, 0));
             out.insert(raw.inode, raw);
             None
         }
@@ -234,18 +235,16 @@ fn request(family: u8, socket_id: SocketId, flags: u16, seq: u32) -> Vec<u8> {
     buf
 }
 
-/// Looks up each socket by its full id (addresses, ports, cookie): one
-/// sendmsg for the batch, one answer (or an error for a closed socket) each.
+/// Looks up each socket by its full id (addresses, ports, cookie), with
+/// the requests built at the dump: one sendmsg for the batch, one answer
+/// (or an error for a closed socket) each, counted, not matched by number.
 fn query_exact(
     sock: &mut Socket,
     rx: &mut [u8],
-    ids: &[(u8, SocketId)],
+    requests: &[&[u8]],
     out: &mut HashMap<u64, SocketRaw>,
 ) -> Result<()> {
-    let mut buf = Vec::with_capacity(ids.len() * 72);
-    for (i, (family, id)) in ids.iter().enumerate() {
-        buf.extend_from_slice(&request(*family, id.clone(), NLM_F_REQUEST, i as u32 + 1));
-    }
+    let buf = requests.concat();
     sock.send(&buf, 0)
         .map_err(|e| SockDiagError::Io("send", e))?;
     let mut answers = 0;
@@ -255,7 +254,7 @@ fn query_exact(
         if let Answer::Socket(raw, _) = answer {
             out.insert(raw.inode, raw);
         }
-        (answers >= ids.len()).then_some(Ok(()))
+        (answers >= requests.len()).then_some(Ok(()))
     })
 }
 
