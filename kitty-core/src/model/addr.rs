@@ -25,7 +25,7 @@ pub fn addr_text(a: &SocketAddr) -> Text {
             let _ = write!(s, "{a}");
         }
     }
-    Text::printed(s)
+    Text::from(s)
 }
 
 /// `n` in decimal, without leading zeros.

@@ -29,17 +29,6 @@ impl Text {
         Text(sanitize(raw, max))
     }
 
-    /// A string kitty printed itself from numbers (an address, a count):
-    /// nothing in it to escape, so it is kept as it is, without the copy;
-    /// checked all the same, and sanitised if it is not plain after all.
-    pub fn printed(s: String) -> Text {
-        if is_plain(&s, Text::MAX) {
-            Text(s)
-        } else {
-            Text::new(&s)
-        }
-    }
-
     /// From bytes of unknown encoding (a kernel comm, an environ value).
     pub fn from_bytes(raw: &[u8]) -> Text {
         Text::new(&String::from_utf8_lossy(raw))
@@ -207,9 +196,8 @@ mod tests {
             for s in [c.to_string(), format!("rank{c}0")] {
                 let by_chars = s.chars().all(|c| escape(c).is_none());
                 assert_eq!(is_plain(&s, Text::MAX), by_chars, "{s:?}");
-                // Made from an owned string or printed by kitty: the same.
+                // Made from an owned string: the same.
                 assert_eq!(Text::from(s.clone()), Text::new(&s), "{s:?}");
-                assert_eq!(Text::printed(s.clone()), Text::new(&s), "{s:?}");
             }
         }
         assert_eq!(Text::from("a".repeat(300)), Text::new(&"a".repeat(300)));

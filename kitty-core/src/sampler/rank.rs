@@ -55,7 +55,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
             inode: raw.inode,
             local: addr_text(&raw.local),
             remote: addr_text(&raw.remote),
-            state: Text::printed(raw.state.to_string()),
+            state: Text::new(raw.state),
             tx_queue: raw.tx_queue,
             rx_queue: raw.rx_queue,
             info: raw.info.clone(),

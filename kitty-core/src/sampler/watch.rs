@@ -7,7 +7,7 @@
 use super::{Hinted, SamplerConfig};
 use crate::model::ProcKey;
 use crate::model::{Event, EventKind, Labels};
-use crate::sources::discovery::{discover_skipping, Role, Watched};
+use crate::sources::discovery::{discover_skipping, numbers_pids_globally, Role, Watched};
 use crate::sources::tasks::{Placement, RowsByTgid};
 use crate::sources::Roots;
 use std::collections::{HashMap, HashSet};
@@ -19,20 +19,7 @@ const FULL_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
 /// new one (and dropped none since the last scan): the scan is then only
 /// a safety net, and listing /proc costs the kernel a walk of every task.
 const HINTED_DISCOVERY_EVERY: Duration = Duration::from_secs(30);
-/// The initial pid namespace's inode (`PROC_PID_INIT_INO`, fixed by the
-/// kernel): the probes' pids are numbered in it.
-const INIT_PID_NS: &str = "pid:[4026531836]";
 
-/// Whether `proc` numbers processes as the probes do: kitty is in the
-/// initial pid namespace and `proc` numbers kitty as kitty numbers itself
-/// (its `self` link; a procfs of another pid namespace does not show kitty
-/// or numbers it otherwise). Else hints may name other processes than
-/// they mean, and discovery keeps its own pace.
-fn numbers_pids_globally(proc: &std::path::Path) -> bool {
-    let own = std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == INIT_PID_NS);
-    let me = std::process::id().to_string();
-    own && std::fs::read_link(proc.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str())
-}
 /// How often a watched process's cgroup and network namespace are read
 /// again: a rank moved into a limited cgroup is judged on the right
 /// cpu.stat within a second (one small read per rank). A rank the task

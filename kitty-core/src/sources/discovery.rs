@@ -89,6 +89,20 @@ fn settled(dir: &std::path::Path, uptime: Option<f64>) -> bool {
     }
 }
 
+/// The initial pid namespace's inode (`PROC_PID_INIT_INO`, fixed by the
+/// kernel): the probes' pids are numbered in it.
+const INIT_PID_NS: &str = "pid:[4026531836]";
+
+/// Whether `proc` numbers processes as the probes do: kitty is in the
+/// initial pid namespace and `proc` numbers kitty as kitty numbers itself
+/// (its `self` link; a procfs of another pid namespace does not show kitty
+/// or numbers it otherwise). Else hints may name other processes than
+/// they mean, and discovery keeps its own pace.
+pub fn numbers_pids_globally(proc: &std::path::Path) -> bool {
+    let own = std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == INIT_PID_NS);
+    let me = std::process::id().to_string();
+    own && std::fs::read_link(proc.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str())
+}
 /// What one discovery pass found.
 #[derive(Debug, Default)]
 pub struct Found {

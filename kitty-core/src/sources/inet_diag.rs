@@ -1,14 +1,14 @@
 //! The kernel's sock_diag answers decoded from their fixed layout
 //! (linux/netlink.h, linux/inet_diag.h): a netlink header, `struct
 //! inet_diag_msg`, then attributes, of which only `INET_DIAG_INFO` (the
-//! tcp_info) is wanted. Written by hand because netlink-packet-sock-diag
+//! tcp_info, decoded here too) is wanted. Written by hand because netlink-packet-sock-diag
 //! parses every message into owned values, every attribute included: for 8
 //! ranks of 64 sockets that parse was ~11 % of a tick, more than the
 //! kernel's own lookups cost to copy out. Requests are still built with the
 //! crate.
 
-use super::sockdiag::decode_tcp_info;
 use super::tcp_table::{state_name, SocketRaw};
+use crate::model::TcpInfo;
 use netlink_packet_sock_diag::constants::{AF_INET, AF_INET6};
 use netlink_packet_sock_diag::inet::SocketId;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -124,12 +124,39 @@ fn socket(b: &[u8]) -> Result<(SocketRaw, SocketId), String> {
     Ok((raw, id))
 }
 
+/// Decodes `struct tcp_info` (linux/tcp.h) by its fixed ABI offsets; fields a
+/// shorter (older kernel) struct lacks come back as None. (`INET_DIAG_INFO`'s bytes).
+pub fn decode_tcp_info(b: &[u8]) -> TcpInfo {
+    TcpInfo {
+        rtt_us: u32_at(b, 68).unwrap_or(0),
+        rttvar_us: u32_at(b, 72).unwrap_or(0),
+        snd_cwnd: u32_at(b, 80).unwrap_or(0),
+        total_retrans: u32_at(b, 100).unwrap_or(0),
+        bytes_acked: u64_at(b, 120),
+        bytes_received: u64_at(b, 128),
+        segs_out: u32_at(b, 136),
+        segs_in: u32_at(b, 140),
+        notsent_bytes: u32_at(b, 144),
+        min_rtt_us: u32_at(b, 148),
+        delivery_rate: u64_at(b, 160),
+        busy_time_us: u64_at(b, 168),
+        rwnd_limited_us: u64_at(b, 176),
+        sndbuf_limited_us: u64_at(b, 184),
+        bytes_sent: u64_at(b, 200),
+        bytes_retrans: u64_at(b, 208),
+    }
+}
+
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 fn i32_at(b: &[u8], at: usize) -> Option<i32> {
@@ -140,6 +167,17 @@ fn i32_at(b: &[u8], at: usize) -> Option<i32> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn short_struct_from_older_kernel() {
+        let mut b = vec![0u8; 104];
+        b[68..72].copy_from_slice(&1500u32.to_ne_bytes());
+        b[100..104].copy_from_slice(&9u32.to_ne_bytes());
+        let i = decode_tcp_info(&b);
+        assert_eq!((i.rtt_us, i.total_retrans), (1500, 9));
+        assert_eq!(i.bytes_acked, None);
+        assert_eq!(decode_tcp_info(&[]), TcpInfo::default());
+    }
 
     proptest! {
         /// Hostile or cut bytes end in an error or a decoded message, never

@@ -6,9 +6,10 @@
 //! every tick. This is what per-rank network numbers need: /proc/<pid>/net/snmp
 //! is shared by every rank of a pod.
 
+#[cfg(test)]
+use super::inet_diag::decode_tcp_info;
 use super::inet_diag::{messages, Answer};
 use super::tcp_table::SocketRaw;
-use crate::model::TcpInfo;
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_sock_diag::{
     constants::{AF_INET, AF_INET6, IPPROTO_TCP},
@@ -177,7 +178,7 @@ fn dump_family(
     } else {
         SocketId::new_v6()
     };
-    let buf = request(family, socket_id, NLM_F_REQUEST | NLM_F_DUMP, 0);
+    let buf = request(family, socket_id, NLM_F_REQUEST | NLM_F_DUMP);
     sock.send(&buf, 0)
         .map_err(|e| SockDiagError::Io("send", e))?;
 
@@ -187,7 +188,7 @@ fn dump_family(
             std::io::Error::from_raw_os_error(-code).to_string(),
         ))),
         Answer::Socket(raw, id) => {
-            ids.insert(raw.inode, request(family, id, NLM_F_REQUEST, 0));
+            ids.insert(raw.inode, request(family, id, NLM_F_REQUEST));
             out.insert(raw.inode, raw);
             None
         }
@@ -214,10 +215,9 @@ fn receive(
     }
 }
 
-fn request(family: u8, socket_id: SocketId, flags: u16, seq: u32) -> Vec<u8> {
+fn request(family: u8, socket_id: SocketId, flags: u16) -> Vec<u8> {
     let mut hdr = NetlinkHeader::default();
     hdr.flags = flags;
-    hdr.sequence_number = seq;
     let mut msg = NetlinkMessage::new(
         hdr,
         SockDiagMessage::InetRequest(InetRequest {
@@ -258,56 +258,11 @@ fn query_exact(
     })
 }
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_ne_bytes(s.try_into().unwrap()))
-}
-
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    b.get(off..off + 8)
-        .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
-}
-
-/// Decodes `struct tcp_info` (linux/tcp.h) by its fixed ABI offsets; fields a
-/// shorter (older kernel) struct lacks come back as None. Written by hand
-/// because netlink-packet-sock-diag hands INET_DIAG_INFO over as raw bytes.
-pub fn decode_tcp_info(b: &[u8]) -> TcpInfo {
-    TcpInfo {
-        rtt_us: u32_at(b, 68).unwrap_or(0),
-        rttvar_us: u32_at(b, 72).unwrap_or(0),
-        snd_cwnd: u32_at(b, 80).unwrap_or(0),
-        total_retrans: u32_at(b, 100).unwrap_or(0),
-        bytes_acked: u64_at(b, 120),
-        bytes_received: u64_at(b, 128),
-        segs_out: u32_at(b, 136),
-        segs_in: u32_at(b, 140),
-        notsent_bytes: u32_at(b, 144),
-        min_rtt_us: u32_at(b, 148),
-        delivery_rate: u64_at(b, 160),
-        busy_time_us: u64_at(b, 168),
-        rwnd_limited_us: u64_at(b, 176),
-        sndbuf_limited_us: u64_at(b, 184),
-        bytes_sent: u64_at(b, 200),
-        bytes_retrans: u64_at(b, 208),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
-
-    #[test]
-    fn short_struct_from_older_kernel() {
-        let mut b = vec![0u8; 104];
-        b[68..72].copy_from_slice(&1500u32.to_ne_bytes());
-        b[100..104].copy_from_slice(&9u32.to_ne_bytes());
-        let i = decode_tcp_info(&b);
-        assert_eq!((i.rtt_us, i.total_retrans), (1500, 9));
-        assert_eq!(i.bytes_acked, None);
-        assert_eq!(decode_tcp_info(&[]), TcpInfo::default());
-    }
 
     /// A real dump of this namespace's sockets (a few v4 and v6
     /// connections held open), decoded by hand and by the crate: the same
@@ -340,7 +295,7 @@ mod tests {
             } else {
                 SocketId::new_v6()
             };
-            sock.send(&request(family, id, NLM_F_REQUEST | NLM_F_DUMP, 0), 0)
+            sock.send(&request(family, id, NLM_F_REQUEST | NLM_F_DUMP), 0)
                 .unwrap();
             'dump: loop {
                 let n = sock.recv(&mut &mut rx[..], 0).unwrap();
