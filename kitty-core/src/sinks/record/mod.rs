@@ -6,10 +6,14 @@
 //! header := "KITTYREC" major:u16le minor:u16le len:u32le json[len] crc32(json):u32le
 //! record := magic len:u32le mono_ns:u64le wall_ns:u64le crc:u32le payload[len]
 //!           crc covers mono_ns, wall_ns and the payload
-//! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame))
-//!         | "KFR4"   (formats 4 to 6) payload = zstd(columns(Frame with
+//! magic  := "KFR1"   a keyframe: payload = zstd(json(Frame)); format 7:
+//!                    the start of its group's zstd stream, flushed
+//!         | "KFR4"   (formats 4 to 7) payload = zstd(columns(Frame with
 //!                    the values the reader recomputes marked, previous
-//!                    such Frame)), the previous record's uncompressed
+//!                    such Frame)); format 7: the group's stream continued
+//!                    and flushed ([`stream`]: every record since the
+//!                    keyframe is its history); formats 4 to 6: a zstd
+//!                    frame of its own, the previous record's uncompressed
 //!                    payload as the dictionary; format 5 also leaves out
 //!                    the ranks' latency percentiles and writes histograms
 //!                    a character a bucket; format 6 lists the columns by
@@ -30,12 +34,13 @@
 //! to its last whole frame.
 //! Seeking reads only the 28-byte record heads, never the payloads. A
 //! reader refuses a newer major version; format 1 (keyframes only), 2 to
-//! 5 files still replay.
+//! 6 files still replay.
 
 mod columns;
 pub mod digits;
 mod predict;
 mod reader;
+mod stream;
 mod writer;
 
 pub use reader::{IndexEntry, Reader};
@@ -56,31 +61,34 @@ pub const COLUMNS_MAGIC: &[u8; 4] = b"KFR3";
 pub const PREDICTED_MAGIC: &[u8; 4] = b"KFR4";
 /// Every record magic a reader knows.
 pub const MAGICS: [&[u8; 4]; 4] = [FRAME_MAGIC, DELTA_MAGIC, COLUMNS_MAGIC, PREDICTED_MAGIC];
+/// 7: as 6, each keyframe group one zstd stream (a record is what one
+/// flush of it gives; a delta's history is every record since its
+/// keyframe, not the record before alone).
 /// 6: as 5, a delta's columns listed in the order of their field paths
 /// (no names) and a column of values all as before written as `0`.
 /// 5: as 4, a rank's latency percentiles also left out (recomputed from
 /// its histograms). 4: as 3, the recomputable rates left out. 3: frames as
 /// changes against the one before. 2: delta frames against keyframes. 1:
 /// every frame on its own.
-pub const MAJOR: u16 = 6;
-/// 6.1: the header also says whether each tick's latency histograms were
-/// kept ([`Header::histograms`]; a 6.0 file always kept them), and a rank's
-/// p50 and p99 are no greater than its max (recomputed so; a 6.0 file's
-/// as they were). 6.0 (and 5.1): the header also names the kernel the
-/// recording was taken on (a 5.0 file replays without it).
-pub const MINOR: u16 = 1;
+pub const MAJOR: u16 = 7;
+/// 7.0: as 6.1. 6.1: the header also says whether each tick's latency
+/// histograms were kept ([`Header::histograms`]; a 6.0 file always kept
+/// them), and a rank's p50 and p99 are no greater than its max
+/// (recomputed so; a 6.0 file's as they were). 6.0 (and 5.1): the header
+/// also names the kernel the recording was taken on (a 5.0 file replays
+/// without it).
+pub const MINOR: u16 = 0;
 /// A keyframe every this many frames (16 s at 500 ms): the most a damaged
 /// record costs, and the most frames a seek decodes (20 ms in the seek
 /// bench). 16 frames made a recording 7 % larger; 64 another 4 %
 /// smaller, for twice the worst seek and a damaged record costing 32 s.
 pub const KEY_EVERY: u64 = 32;
-/// zstd level of keyframes (9 made them 8 % smaller, the recording 1 %,
-/// for ~1.5 ms more a keyframe: not worth it).
-const LEVEL: i32 = 3;
-/// zstd level of the column bodies. Measured on a 60 s 8-rank recording
-/// written again at each: 6 is 9 % smaller than 3 for ~70 us more an
-/// append (~0.15 ms of CPU a second of recording at 500 ms); 7 1.6 % more
-/// for another ~30 us; 4 is larger than 3; 9 and up cost 2-6x the time.
+/// zstd level of a keyframe group's stream (format 6 compressed its
+/// keyframes at 3, on their own). Measured on a 60 s 8-rank recording
+/// written again at each (format 5): 6 is 9 % smaller than 3 for ~70 us
+/// more an append (~0.15 ms of CPU a second of recording at 500 ms); 7
+/// 1.6 % more for another ~30 us; 4 is larger than 3; 9 and up cost 2-6x
+/// the time.
 const DELTA_LEVEL: i32 = 6;
 /// magic + len + mono + wall + crc
 pub const RECORD_HEAD: usize = 4 + 4 + 8 + 8 + 4;

@@ -5,6 +5,7 @@
 //! 5 leave out then recomputed; the last frame decoded is kept, so a
 //! replay decodes each record once); a format 2 delta against its keyframe.
 
+use super::stream::GroupDecompressor;
 use super::*;
 use crate::model::Frame;
 use serde::Deserialize;
@@ -60,8 +61,11 @@ struct Decoded {
     shape: serde_json::Value,
     /// Its values by column: what the next frame's are paired with.
     cols: columns::Columns,
-    /// Its record's payload, uncompressed: the next one's dictionary.
+    /// Its record's payload, uncompressed: the next one's dictionary
+    /// (formats 3 to 6; empty in format 7).
     plain: Vec<u8>,
+    /// Format 7: the group's zstd stream, as it was after this record.
+    stream: Option<GroupDecompressor>,
 }
 
 impl Reader {
@@ -318,14 +322,28 @@ impl Reader {
         if cached == Some(i) {
             return Ok(());
         }
+        // A format 7 chain goes on only with its stream (an error on the
+        // way left it without).
+        let streams = self.major >= 7;
+        let cached =
+            cached.filter(|_| !streams || self.chain.as_ref().is_some_and(|c| c.stream.is_some()));
         let mut at = match cached {
             Some(c) if (base..i).contains(&c) => c,
             _ => {
                 let key = self.index[base];
                 let what = |w: String| format!("its keyframe {base}: {w}");
                 let kp = self.verify(&key).map_err(what)?;
-                let json = zstd::bulk::decompress(&kp, MAX_FRAME as usize)
-                    .map_err(|err| what(format!("decompress: {err}")))?;
+                let (json, stream) = match self.major >= 7 {
+                    true => {
+                        let mut d = GroupDecompressor::start().map_err(what)?;
+                        (d.next(&kp, MAX_FRAME as usize).map_err(what)?, Some(d))
+                    }
+                    false => (
+                        zstd::bulk::decompress(&kp, MAX_FRAME as usize)
+                            .map_err(|err| what(format!("decompress: {err}")))?,
+                        None,
+                    ),
+                };
                 let value =
                     serde_json::from_slice(&json).map_err(|err| what(format!("decode: {err}")))?;
                 let shape = columns::shape(&json).map_err(what)?;
@@ -337,7 +355,8 @@ impl Reader {
                     frame,
                     shape,
                     cols,
-                    plain: json,
+                    plain: if stream.is_some() { Vec::new() } else { json },
+                    stream,
                 });
                 base
             }
@@ -353,10 +372,19 @@ impl Reader {
                 }
             };
             let payload = self.verify(&next).map_err(what)?;
-            let last = self.chain.as_ref().expect("set above");
-            let body = zstd::bulk::Decompressor::with_dictionary(&last.plain)
-                .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
-                .map_err(|err| what(format!("decompress: {err}")))?;
+            let last = self.chain.as_mut().expect("set above");
+            // The stream goes on with the frame decoded from it (taken:
+            // on an error the chain is left without one, and is decoded
+            // from its keyframe again).
+            let mut stream = last.stream.take();
+            let body = match &mut stream {
+                Some(d) => d.next(&payload, MAX_FRAME as usize),
+                None if streams => Err("its group's stream was lost".into()),
+                None => zstd::bulk::Decompressor::with_dictionary(&last.plain)
+                    .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
+                    .map_err(|err| format!("decompress: {err}")),
+            }
+            .map_err(what)?;
             let (value, shape, cols) =
                 columns::decode(&body, &last.cols, &last.shape).map_err(what)?;
             let mut frame =
@@ -373,7 +401,8 @@ impl Reader {
                 frame,
                 shape,
                 cols,
-                plain: body,
+                plain: if stream.is_some() { Vec::new() } else { body },
+                stream,
             });
             at = j;
         }

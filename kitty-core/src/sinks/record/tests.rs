@@ -369,18 +369,19 @@ fn a_format_2_recording_still_replays_and_rewrites_the_same() {
     let keys = 20usize.div_ceil(KEY_EVERY as usize);
     assert_eq!(r5.index().iter().filter(|e| e.predicted).count(), 20 - keys);
     assert_eq!(back, frames);
-    // Smaller than formats 2 to 5 made them.
+    // Smaller than formats 2 to 6 made them.
     let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
-    let [v2, v3, v4, v5, v6] = [
+    let [v2, v3, v4, v5, v6, v7] = [
         size(&p),
         size(&fixture("recording-v3.kitty")),
         size(&fixture("recording-v4.kitty")),
         size(&fixture("recording-v5.kitty")),
+        size(&fixture("recording-v6.kitty")),
         size(&again),
     ];
     assert!(
-        v6 < v5 && v5 < v4 && v4 < v3 && v3 < v2,
-        "format 6: {v6} B, 5: {v5} B, 4: {v4} B, 3: {v3} B, 2: {v2} B"
+        v7 < v6 && v6 < v5 && v5 < v4 && v4 < v3 && v3 < v2,
+        "format 7: {v7} B, 6: {v6} B, 5: {v5} B, 4: {v4} B, 3: {v3} B, 2: {v2} B"
     );
 }
 
@@ -413,6 +414,21 @@ fn a_format_5_recording_still_replays() {
     assert_eq!(r.index().iter().filter(|e| e.predicted).count(), 19);
     let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
     assert_eq!(frames, v2);
+}
+
+/// The same 20 frames as written by the kitty before format 7 (format
+/// 6.1: each delta a zstd frame of its own against the record before):
+/// they replay, the same frames, and so does each one on its own (a seek
+/// backwards decodes from the keyframe again).
+#[test]
+fn a_format_6_recording_still_replays() {
+    let (mut r, frames) = read_whole(&fixture("recording-v6.kitty"));
+    assert_eq!(r.index().iter().filter(|e| e.predicted).count(), 19);
+    let (_, v2) = read_whole(&fixture("recording-v2.kitty"));
+    assert_eq!(frames, v2);
+    for i in [7, 3, 19, 0, 12] {
+        assert_eq!(r.frame(i).unwrap(), v2[i], "frame {i}");
+    }
 }
 
 /// Writes `frames` to `path` the recorder's way (in place, no copy), each

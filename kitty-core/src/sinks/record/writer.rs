@@ -1,6 +1,7 @@
 //! Appends frames to a recording; each frame is flushed as it is written so
 //! a crash loses at most the frame being written.
 
+use super::stream::GroupCompressor;
 use super::*;
 use crate::model::Frame;
 use std::fs::File;
@@ -37,9 +38,9 @@ pub struct Writer {
     columns: columns::Encoder,
     /// The last record written, while the next may be a delta against it.
     last: Option<Last>,
-    /// What compresses deltas, set up once: its match tables are kept
-    /// from one delta to the next instead of allocated for each.
-    deltas: Option<DeltaCompressor>,
+    /// The keyframe group's zstd stream, set up once (a keyframe starts
+    /// it again); None after it failed, until the next record.
+    stream: Option<GroupCompressor>,
     /// Whether the ranks' latency histograms are written (the header's
     /// [`Header::histograms`]), and where they wait while a frame is
     /// written without them.
@@ -49,8 +50,6 @@ pub struct Writer {
 
 /// What the next delta is written against.
 struct Last {
-    /// The record's payload before compression: the delta's dictionary.
-    plain: Vec<u8>,
     /// What the delta's rates are recomputed from on replay.
     basis: predict::Basis,
 }
@@ -74,7 +73,7 @@ impl Writer {
             bytes: 0,
             columns: columns::Encoder::default(),
             last: None,
-            deltas: None,
+            stream: None,
             histograms: header.keeps_histograms(),
             set_aside: Vec::new(),
         };
@@ -125,7 +124,6 @@ impl Writer {
     }
 
     fn append_as_is(&mut self, frame: &mut Frame) -> Result<(), RecordError> {
-        let io = |e| RecordError::Io(self.path.clone(), e);
         // A delta leaves out the rates the reader recomputes; a frame that
         // cannot be written so (one holding the mark itself) is a keyframe.
         let delta = match &self.last {
@@ -133,25 +131,24 @@ impl Writer {
                 predict::mark(&last.basis, frame).and_then(|marks| {
                     let body = self.columns.delta_of(&*frame);
                     marks.restore(frame);
-                    body.map(|body| (body, &last.plain))
+                    body
                 })
             }
             _ => None,
         };
         let frame = &*frame;
         let key = delta.is_none();
-        let (plain, payload) = match delta {
-            Some((body, dict)) => {
-                let p = DeltaCompressor::compress(&mut self.deltas, dict, &body).map_err(io)?;
-                (body, p)
-            }
+        let plain = match delta {
+            Some(body) => body,
             None => {
                 let json = digits::to_vec(frame).expect("frames serialize");
                 self.columns.key(&json);
-                let p = zstd::bulk::compress(&json, LEVEL).map_err(io)?;
-                (json, p)
+                json
             }
         };
+        let payload = self
+            .compress(key, &plain)
+            .map_err(|e| RecordError::Io(self.path.clone(), e))?;
         let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
         rec.extend_from_slice(if key { FRAME_MAGIC } else { PREDICTED_MAGIC });
         rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -170,10 +167,29 @@ impl Writer {
         }
         self.frames += 1;
         self.last = Some(Last {
-            plain,
             basis: predict::Basis::of(frame),
         });
         Ok(())
+    }
+
+    /// A record's payload: a keyframe starts the group's stream again, a
+    /// delta continues it. A stream that failed is dropped, and the next
+    /// record is a keyframe (which makes a new one).
+    fn compress(&mut self, key: bool, plain: &[u8]) -> std::io::Result<Vec<u8>> {
+        let stream = match &mut self.stream {
+            Some(s) => s,
+            None if key => self.stream.insert(GroupCompressor::new()?),
+            None => return Err(std::io::Error::other("zstd: the group's stream was lost")),
+        };
+        let done = match key {
+            true => stream.start().and_then(|_| stream.next(plain)),
+            false => stream.next(plain),
+        };
+        if done.is_err() {
+            self.stream = None;
+            self.last = None;
+        }
+        done
     }
 
     pub fn frames(&self) -> u64 {
@@ -195,107 +211,5 @@ impl Writer {
                 .map_err(|e| RecordError::Io(self.path.clone(), e)),
             Sink::Stream(_) => Ok(()),
         }
-    }
-}
-
-/// Compresses a delta's body with the record before it as its history.
-struct DeltaCompressor(zstd::zstd_safe::CCtx<'static>);
-
-fn zstd_error(code: usize) -> std::io::Error {
-    std::io::Error::other(zstd::zstd_safe::get_error_name(code))
-}
-
-impl DeltaCompressor {
-    fn new() -> std::io::Result<Self> {
-        use zstd::zstd_safe::{CCtx, CParameter};
-        let mut c = CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: no memory"))?;
-        for p in [
-            CParameter::CompressionLevel(DELTA_LEVEL),
-            // A delta decoded against the wrong frame must fail, not give
-            // another frame: zstd's own content checksum says so.
-            CParameter::ChecksumFlag(true),
-            // Match tables for what a body and its history span (tens of
-            // KB), not level 3's own: those are set up (zeroed) for every
-            // body.
-            CParameter::HashLog(14),
-            CParameter::ChainLog(14),
-            // Format 6's bodies are ~5 KB, for which level 6 alone picks
-            // lazy2 over a hash chain: lazy with matches of 5 bytes or more
-            // was as small (208 KB/min against 209 on a minute of the
-            // 8-rank ring) for ~6 % less of an append.
-            CParameter::Strategy(zstd::zstd_safe::Strategy::ZSTD_lazy),
-            CParameter::MinMatch(5),
-        ] {
-            c.set_parameter(p).map_err(zstd_error)?;
-        }
-        Ok(DeltaCompressor(c))
-    }
-
-    /// `body` compressed with `dict` as its history (a zstd prefix: nothing
-    /// is built from it beforehand, unlike a dictionary, which cost twice
-    /// the time here for the same size), by the compressor in `slot` (made
-    /// there if there is none; dropped if it fails). The same bytes as a
-    /// fresh context with these parameters gives; keeping the context
-    /// (its tables allocated once) was ~7 % of an append.
-    fn compress(slot: &mut Option<Self>, dict: &[u8], body: &[u8]) -> std::io::Result<Vec<u8>> {
-        let c = match slot {
-            Some(c) => c,
-            None => slot.insert(Self::new()?),
-        };
-        // SAFETY: a context holds on to a prefix for the one frame
-        // compressed next only (zstd lets go of it when that frame ends),
-        // and that frame is compressed and ended below, while `dict` is
-        // borrowed. If either step fails, the context (which may still
-        // name the prefix) is dropped here, before `dict` can go. 'static
-        // is only what the binding asks of a context kept between calls.
-        let prefix = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(dict) };
-        let done = c.0.ref_prefix(prefix).and_then(|_| {
-            let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(body.len()));
-            c.0.compress2(&mut out, body).map(|_| out)
-        });
-        if done.is_err() {
-            *slot = None;
-        }
-        done.map_err(zstd_error)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A body of `n` numbers from `seed`, a little like a delta's text.
-    fn body(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed;
-        let mut out = Vec::new();
-        for _ in 0..n {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            out.extend_from_slice(format!("[{}],", (x >> 40) % 5000).as_bytes());
-        }
-        out
-    }
-
-    #[test]
-    fn a_kept_compressor_gives_what_a_fresh_one_gives_and_each_delta_reads_back() {
-        let mut kept = None;
-        let mut dict = body(1, 800);
-        for seed in 2..8 {
-            let b = body(seed, 200 + 100 * seed as usize);
-            let with_kept = DeltaCompressor::compress(&mut kept, &dict, &b).unwrap();
-            let with_fresh = DeltaCompressor::compress(&mut None, &dict, &b).unwrap();
-            assert_eq!(with_kept, with_fresh, "delta {seed}");
-            let mut back = Vec::with_capacity(b.len());
-            {
-                let mut d = zstd::zstd_safe::DCtx::create();
-                d.ref_prefix(&dict).unwrap();
-                d.decompress(&mut back, &with_kept).unwrap();
-            }
-            assert_eq!(back, b, "delta {seed} reads back against its own history");
-            // The next body's history is a buffer the last one never saw.
-            dict = b;
-        }
-        assert!(kept.is_some(), "the compressor is kept between deltas");
     }
 }
