@@ -1,18 +1,24 @@
 //! One sampler tick for 8 watched processes with 64 TCP sockets and 16
 //! threads each, per-thread counters from the BPF task iterator against
 //! the same from procfs (task/*/schedstat every tick, task/*/sched every
-//! 2 s). Needs root (loading BPF).
+//! 2 s); and what the eBPF probes add to a tick of 8 processes whose 64
+//! sockets each send a byte every 100 ms (each ACK an RTT sample): their
+//! maps read and the frame enriched. Needs root (loading BPF).
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use kitty_core::model::{Source, Status};
-use kitty_core::sampler::{Sampler, SamplerConfig};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use kitty_core::model::{Sig, Source, Status};
+use kitty_core::sampler::{Sampler, SamplerConfig, WatchHints};
 use kitty_core::sources::tasks::TaskSource;
+use kitty_core::sources::Enricher;
+use std::time::Duration;
 
 #[path = "../../kitty-core/benches/support/children.rs"]
 mod children;
 
 fn bench(c: &mut Criterion) {
     let (children, _keep) = children::spawn(8, 64, 16);
+    let (talkers, _keep_talking) =
+        children::spawn_talking(8, 64, 1, Some(Duration::from_millis(100)));
     let cfg = children::watching(&children);
     let mut via_iter = Sampler::new(SamplerConfig {
         tasks: TaskSource::Iterator(kitty_probe_ebpf::tasks::TaskIter::open),
@@ -44,6 +50,31 @@ fn bench(c: &mut Criterion) {
         b.iter(|| via_procfs.tick())
     });
     children::kill(&children);
+
+    let mut sampler = Sampler::new(children::watching(&talkers));
+    let mut probes = kitty_probe_ebpf::Probes::start(WatchHints::default());
+    for _ in 0..3 {
+        let mut f = sampler.tick();
+        probes.enrich(&mut f);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut frame = sampler.tick();
+    probes.enrich(&mut frame);
+    let with_rtt = frame
+        .ranks
+        .iter()
+        .flat_map(|r| &r.sockets)
+        .filter(|s| s.signals.get(Sig::RttP50Us).is_some())
+        .count();
+    assert!(with_rtt > 400, "{with_rtt} of 512 sockets have an RTT");
+    c.bench_function("probes' enrich, 8 x 64 talking sockets", |b| {
+        b.iter_batched_ref(
+            || frame.clone(),
+            |f| probes.enrich(f),
+            BatchSize::SmallInput,
+        )
+    });
+    children::kill(&talkers);
 }
 
 criterion_group!(benches, bench);

@@ -9,6 +9,17 @@ use std::net::{TcpListener, TcpStream};
 /// sockets, to keep open while the bench runs. Call before this process
 /// starts any thread: a child spawns its threads after fork.
 pub fn spawn(procs: usize, sockets: usize, threads: usize) -> (Vec<u32>, Vec<TcpStream>) {
+    spawn_talking(procs, sockets, threads, None)
+}
+
+/// [`spawn`], each child also sending a byte on each of its sockets every
+/// `talk` (so that each is ACKed: the RTT probe's samples).
+pub fn spawn_talking(
+    procs: usize,
+    sockets: usize,
+    threads: usize,
+    talk: Option<std::time::Duration>,
+) -> (Vec<u32>, Vec<TcpStream>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let mut children = Vec::new();
@@ -37,6 +48,16 @@ pub fn spawn(procs: usize, sockets: usize, threads: usize) -> (Vec<u32>, Vec<Tcp
                 std::thread::spawn(|| loop {
                     std::thread::park();
                 });
+            }
+            if let Some(every) = talk {
+                use std::io::Write;
+                let mut socks = socks;
+                loop {
+                    for s in &mut socks {
+                        let _ = s.write_all(b"x");
+                    }
+                    std::thread::sleep(every);
+                }
             }
             loop {
                 // SAFETY: pause has no preconditions.
