@@ -126,7 +126,12 @@ impl RttProbe {
         }
         let strategy = strategy.ok_or_else(|| ProbeError::NoStrategy(tried.join("; ")))?;
         let map: BpfHashMap<MapData, SockKey, RawHist> = load::take_map(&mut ebpf, "rtt_hist")?;
-        let batch = MapBatch::new(aya::maps::IterableMap::map(&map)).ok();
+        let batch = MapBatch::new(aya::maps::IterableMap::map(&map));
+        let strategy = match &batch {
+            Ok(_) => format!("{strategy}, histograms by batch lookup"),
+            Err(e) => format!("{strategy}, a lookup per socket (no batch lookups: {e})"),
+        };
+        let batch = batch.ok();
         let ports = load::take_map(&mut ebpf, "watched_ports")?;
         Ok(RttProbe {
             _ebpf: ebpf,
