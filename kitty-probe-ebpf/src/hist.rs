@@ -61,10 +61,7 @@ impl Hist {
     /// `now - before` for cumulative kernel histograms. A reset (an LRU
     /// eviction and re-creation) reads as the new counts.
     pub fn delta(now: &RawHist, before: Option<&RawHist>) -> Hist {
-        let mut h = Hist {
-            buckets: Vec::with_capacity(now.buckets.len()),
-            ..Hist::default()
-        };
+        let mut h = Hist::default();
         h.set_delta(now, before);
         h
     }

@@ -212,16 +212,8 @@ impl RttProbe {
         let prev = &mut self.prev;
         let mut d = Hist::default();
         let mut take = |(i, j): (usize, usize), key: SockKey, raw: RawHist| {
-            match prev.entry(key) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    d.set_delta(&raw, Some(&e.get().0));
-                    *e.get_mut() = (raw, tick);
-                }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    d.set_delta(&raw, None);
-                    v.insert((raw, tick));
-                }
-            }
+            let before = prev.insert(key, (raw, tick));
+            d.set_delta(&raw, before.as_ref().map(|(b, _)| b));
             if let Some(p50) = d.quantile(0.5) {
                 frame.ranks[i].sockets[j].signals.set(Sig::RttP50Us, p50);
             }

@@ -1,8 +1,9 @@
 //! The watch list: which processes the sampler reads, kept fresh by
 //! discovery every few seconds, or every 30 s while a probe hints at every
-//! new process (and at once for pids a probe saw exec or fork). A process already watched is not examined again; one found
-//! unwatched is remembered until the next full pass, since a process's
-//! environment is fixed at exec.
+//! new process (and at once for pids a probe saw exec or fork). A process
+//! already watched is not examined again; one found unwatched is
+//! remembered until the next full pass, since a process's environment is
+//! fixed at exec.
 
 use super::{Hinted, SamplerConfig};
 use crate::model::ProcKey;

@@ -103,6 +103,7 @@ pub fn numbers_pids_globally(proc: &std::path::Path) -> bool {
     let me = std::process::id().to_string();
     own && std::fs::read_link(proc.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str())
 }
+
 /// What one discovery pass found.
 #[derive(Debug, Default)]
 pub struct Found {

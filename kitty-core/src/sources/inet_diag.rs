@@ -1,11 +1,11 @@
 //! The kernel's sock_diag answers decoded from their fixed layout
 //! (linux/netlink.h, linux/inet_diag.h): a netlink header, `struct
 //! inet_diag_msg`, then attributes, of which only `INET_DIAG_INFO` (the
-//! tcp_info, decoded here too) is wanted. Written by hand because netlink-packet-sock-diag
-//! parses every message into owned values, every attribute included: for 8
-//! ranks of 64 sockets that parse was ~11 % of a tick, more than the
-//! kernel's own lookups cost to copy out. Requests are still built with the
-//! crate.
+//! tcp_info, decoded here too) is wanted. Written by hand because
+//! netlink-packet-sock-diag parses every message into owned values, every
+//! attribute included: for 8 ranks of 64 sockets that parse was ~11 % of a
+//! tick, more than the kernel's own lookups cost to copy out. Requests are
+//! still built with the crate.
 
 use super::tcp_table::{state_name, SocketRaw};
 use crate::model::TcpInfo;
@@ -124,8 +124,9 @@ fn socket(b: &[u8]) -> Result<(SocketRaw, SocketId), String> {
     Ok((raw, id))
 }
 
-/// Decodes `struct tcp_info` (linux/tcp.h) by its fixed ABI offsets; fields a
-/// shorter (older kernel) struct lacks come back as None. (`INET_DIAG_INFO`'s bytes).
+/// Decodes `struct tcp_info` (linux/tcp.h, `INET_DIAG_INFO`'s bytes) by its
+/// fixed ABI offsets; fields a shorter (older kernel) struct lacks come
+/// back as None.
 pub fn decode_tcp_info(b: &[u8]) -> TcpInfo {
     TcpInfo {
         rtt_us: u32_at(b, 68).unwrap_or(0),

@@ -6,8 +6,6 @@
 //! every tick. This is what per-rank network numbers need: /proc/<pid>/net/snmp
 //! is shared by every rank of a pod.
 
-#[cfg(test)]
-use super::inet_diag::decode_tcp_info;
 use super::inet_diag::{messages, Answer};
 use super::tcp_table::SocketRaw;
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
@@ -260,6 +258,7 @@ fn query_exact(
 
 #[cfg(test)]
 mod tests {
+    use super::super::inet_diag::decode_tcp_info;
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;

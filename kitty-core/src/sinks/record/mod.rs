@@ -83,13 +83,6 @@ pub const MINOR: u16 = 0;
 /// bench). 16 frames made a recording 7 % larger; 64 another 4 %
 /// smaller, for twice the worst seek and a damaged record costing 32 s.
 pub const KEY_EVERY: u64 = 32;
-/// zstd level of a keyframe group's stream (format 6 compressed its
-/// keyframes at 3, on their own). Measured on a 60 s 8-rank recording
-/// written again at each (format 5): 6 is 9 % smaller than 3 for ~70 us
-/// more an append (~0.15 ms of CPU a second of recording at 500 ms); 7
-/// 1.6 % more for another ~30 us; 4 is larger than 3; 9 and up cost 2-6x
-/// the time.
-const DELTA_LEVEL: i32 = 6;
 /// magic + len + mono + wall + crc
 pub const RECORD_HEAD: usize = 4 + 4 + 8 + 8 + 4;
 /// No frame is this large; a bigger length is corruption, not data.

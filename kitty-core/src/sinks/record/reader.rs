@@ -61,11 +61,30 @@ struct Decoded {
     shape: serde_json::Value,
     /// Its values by column: what the next frame's are paired with.
     cols: columns::Columns,
-    /// Its record's payload, uncompressed: the next one's dictionary
-    /// (formats 3 to 6; empty in format 7).
-    plain: Vec<u8>,
+    /// What the next record is decompressed with.
+    history: History,
+}
+
+/// What the next record of a chain is decompressed with.
+enum History {
+    /// Formats 3 to 6: this record's payload, uncompressed (the next one's
+    /// dictionary).
+    Prefix(Vec<u8>),
     /// Format 7: the group's zstd stream, as it was after this record.
-    stream: Option<GroupDecompressor>,
+    Stream(GroupDecompressor),
+    /// Taken by a record that failed: the chain starts again at its
+    /// keyframe.
+    Lost,
+}
+
+impl History {
+    /// The history after a record: its stream (format 7), or its payload.
+    fn after(stream: Option<GroupDecompressor>, plain: Vec<u8>) -> History {
+        match stream {
+            Some(d) => History::Stream(d),
+            None => History::Prefix(plain),
+        }
+    }
 }
 
 impl Reader {
@@ -322,11 +341,13 @@ impl Reader {
         if cached == Some(i) {
             return Ok(());
         }
-        // A format 7 chain goes on only with its stream (an error on the
-        // way left it without).
-        let streams = self.major >= 7;
-        let cached =
-            cached.filter(|_| !streams || self.chain.as_ref().is_some_and(|c| c.stream.is_some()));
+        // A chain goes on only with its history (an error on the way took
+        // it).
+        let cached = cached.filter(|_| {
+            self.chain
+                .as_ref()
+                .is_some_and(|c| !matches!(c.history, History::Lost))
+        });
         let mut at = match cached {
             Some(c) if (base..i).contains(&c) => c,
             _ => {
@@ -355,8 +376,7 @@ impl Reader {
                     frame,
                     shape,
                     cols,
-                    plain: if stream.is_some() { Vec::new() } else { json },
-                    stream,
+                    history: History::after(stream, json),
                 });
                 base
             }
@@ -373,18 +393,18 @@ impl Reader {
             };
             let payload = self.verify(&next).map_err(what)?;
             let last = self.chain.as_mut().expect("set above");
-            // The stream goes on with the frame decoded from it (taken:
-            // on an error the chain is left without one, and is decoded
-            // from its keyframe again).
-            let mut stream = last.stream.take();
-            let body = match &mut stream {
-                Some(d) => d.next(&payload, MAX_FRAME as usize),
-                None if streams => Err("its group's stream was lost".into()),
-                None => zstd::bulk::Decompressor::with_dictionary(&last.plain)
-                    .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
-                    .map_err(|err| format!("decompress: {err}")),
-            }
-            .map_err(what)?;
+            // The history goes on with the frame decoded from it.
+            let (body, stream) = match std::mem::replace(&mut last.history, History::Lost) {
+                History::Stream(mut d) => (d.next(&payload, MAX_FRAME as usize), Some(d)),
+                History::Prefix(plain) => (
+                    zstd::bulk::Decompressor::with_dictionary(&plain)
+                        .and_then(|mut d| d.decompress(&payload, MAX_FRAME as usize))
+                        .map_err(|err| format!("decompress: {err}")),
+                    None,
+                ),
+                History::Lost => (Err("the frame before it failed".into()), None),
+            };
+            let body = body.map_err(what)?;
             let (value, shape, cols) =
                 columns::decode(&body, &last.cols, &last.shape).map_err(what)?;
             let mut frame =
@@ -401,8 +421,7 @@ impl Reader {
                 frame,
                 shape,
                 cols,
-                plain: if stream.is_some() { Vec::new() } else { body },
-                stream,
+                history: History::after(stream, body),
             });
             at = j;
         }

@@ -9,6 +9,20 @@
 use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
 use zstd::zstd_safe::{CCtx, CParameter, DCtx, InBuffer, OutBuffer, ResetDirective, Strategy};
 
+/// zstd level of a group's stream (format 6 compressed its keyframes at 3,
+/// on their own). Measured on a 60 s 8-rank recording written again at
+/// each (format 5): 6 is 9 % smaller than 3 for ~70 us more an append
+/// (~0.15 ms of CPU a second of recording at 500 ms); 7 1.6 % more for
+/// another ~30 us; 4 is larger than 3; 9 and up cost 2-6x the time.
+const LEVEL: i32 = 6;
+
+/// The history a group's records may reach back over (2^17 bytes).
+const WINDOW_LOG: u32 = 17;
+
+/// The size of a zstd block header: what the decoder asks for next
+/// between two blocks.
+const BLOCK_HEADER: usize = 3;
+
 fn zstd_error(code: usize) -> std::io::Error {
     std::io::Error::other(zstd::zstd_safe::get_error_name(code))
 }
@@ -20,7 +34,7 @@ impl GroupCompressor {
     pub fn new() -> std::io::Result<Self> {
         let mut c = CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: no memory"))?;
         for p in [
-            CParameter::CompressionLevel(super::DELTA_LEVEL),
+            CParameter::CompressionLevel(LEVEL),
             // A group spans ~32 bodies of ~5 KB after its keyframe: 128
             // KB of history holds the last ~20 records. More gained
             // nothing measurable; the reader keeps this much per replay.
@@ -69,13 +83,6 @@ impl GroupCompressor {
         }
     }
 }
-
-/// The history a group's records may reach back over (2^17 bytes).
-const WINDOW_LOG: u32 = 17;
-
-/// The size of a zstd block header: what the decoder asks for next
-/// between two blocks.
-const BLOCK_HEADER: usize = 3;
 
 /// Decodes a keyframe group's records, in order.
 pub struct GroupDecompressor(DCtx<'static>);
