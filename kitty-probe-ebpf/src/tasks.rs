@@ -66,6 +66,7 @@ struct Row {
     netns: u32,
     css_set: u64,
     open_fds: u64,
+    cpus_sig: u64,
 }
 
 /// `known` bits: the kernel accounts I/O per task; its RSS layout is known
@@ -73,6 +74,8 @@ const KNOWN_IO: u32 = 1;
 const KNOWN_RSS: u32 = 2;
 /// ... and it counted the process's open fds (leader rows).
 const KNOWN_FDS: u32 = 4;
+/// ... and it read the allowed CPUs' mask (leader rows).
+const KNOWN_CPUS: u32 = 8;
 
 const ROW: usize = std::mem::size_of::<Row>();
 
@@ -120,6 +123,7 @@ impl Row {
             netns: u32_at(140),
             css_set: u64_at(144),
             open_fds: u64_at(152),
+            cpus_sig: u64_at(160),
         }
     }
 
@@ -146,6 +150,7 @@ impl Row {
                     .then_some((self.dead_read_bytes, self.dead_write_bytes)),
                 rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
                 open_fds: (self.known & KNOWN_FDS != 0).then_some(self.open_fds),
+                affinity_sig: (self.known & KNOWN_CPUS != 0).then_some(self.cpus_sig),
                 // Zero: no namespace (exiting) or no node; unknown then.
                 placement: (self.netns != 0 && self.css_set != 0).then_some(Placement {
                     cgroups: self.css_set,
@@ -435,7 +440,7 @@ mod tests {
 
     #[test]
     fn row_layout_matches_the_c_struct() {
-        assert_eq!(ROW, 160, "struct row in tasks.bpf.c is 160 bytes");
+        assert_eq!(ROW, 168, "struct row in tasks.bpf.c is 168 bytes");
         let mut b = vec![0u8; ROW];
         b[0..4].copy_from_slice(&7u32.to_ne_bytes());
         b[4..8].copy_from_slice(&5u32.to_ne_bytes());
@@ -452,6 +457,7 @@ mod tests {
         b[140..144].copy_from_slice(&4026531840u32.to_ne_bytes());
         b[144..152].copy_from_slice(&4242u64.to_ne_bytes());
         b[152..160].copy_from_slice(&333u64.to_ne_bytes());
+        b[160..168].copy_from_slice(&0xc0ffeeu64.to_ne_bytes());
         let r = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(r.state, 'S');
         assert_eq!(r.io_bytes, Some((4096, 0)));
@@ -462,15 +468,17 @@ mod tests {
                 dead_io_bytes: Some((0, 8192)),
                 rss_pages: Some(300),
                 open_fds: None,
+                affinity_sig: None,
                 placement: Some(Placement {
                     cgroups: 4242,
                     netns: 4026531840
                 }),
             }
         );
-        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS | KNOWN_FDS).to_ne_bytes());
+        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS | KNOWN_FDS | KNOWN_CPUS).to_ne_bytes());
         let counted = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(counted.process.open_fds, Some(333));
+        assert_eq!(counted.process.affinity_sig, Some(0xc0ffee));
         b[136..140].copy_from_slice(&0u32.to_ne_bytes());
         b[140..144].copy_from_slice(&0u32.to_ne_bytes());
         let unknown = Row::from_bytes(&b).into_task_row(10_000_000);

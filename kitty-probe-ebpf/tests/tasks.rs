@@ -261,6 +261,67 @@ fn the_rows_say_where_a_process_is_and_when_it_moves() {
     assert_eq!(moved.netns, before.netns);
 }
 
+/// Restricts a process to the CPUs in `cpus`.
+fn set_affinity(pid: u32, cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
+    // sched_setaffinity only touch the set passed.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        let r = libc::sched_setaffinity(pid as i32, std::mem::size_of_val(&set), &set);
+        assert_eq!(
+            r,
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[test]
+fn the_leader_row_tells_when_the_allowed_cpus_change() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if online < 2 {
+        eprintln!("skipped: one CPU, no other set of CPUs to move a process to");
+        return;
+    }
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut it = TaskIter::start().expect("the task iterator loads here");
+    let watched = [pid].into_iter().collect();
+    let sig = |it: &mut TaskIter| {
+        let rows = it.read(&watched).unwrap();
+        let leader = rows.iter().find(|r| r.tid == pid).expect("its row");
+        leader
+            .process
+            .affinity_sig
+            .expect("the leader's mask is read")
+    };
+    let all: Vec<usize> = (0..online).collect();
+    set_affinity(pid, &all);
+    let before = sig(&mut it);
+    assert_eq!(sig(&mut it), before, "nothing changed");
+    set_affinity(pid, &[1]);
+    let one = sig(&mut it);
+    set_affinity(pid, &[0]);
+    let other = sig(&mut it);
+    set_affinity(pid, &all);
+    let back = sig(&mut it);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_ne!(one, before, "all CPUs -> CPU 1");
+    assert_ne!(other, one, "CPU 1 -> CPU 0: as many CPUs, another one");
+    assert_eq!(back, before, "the same mask again, the same fingerprint");
+}
+
 /// The walk of each watched process (Linux 6.1+) and the walk of every
 /// task (older kernels) give the same rows; a watched process that exits,
 /// or a pid nobody has, gives none and no error.

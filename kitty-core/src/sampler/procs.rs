@@ -11,7 +11,7 @@ use crate::sources::kept::KeptFiles;
 use crate::sources::process::{
     read_process, FdReuse, FdWalk, ProcSample, ReadError, Reuse, StatusReuse,
 };
-use crate::sources::tasks::{FdInventory, RowsByTgid};
+use crate::sources::tasks::{FdInventory, RowsByTgid, TaskRow};
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use std::collections::HashMap;
@@ -20,6 +20,25 @@ use std::time::Duration;
 /// How often the per-thread `sched` files (migrations) are read, and
 /// `status` when the task iterator gives the context switches.
 const SCHED_EVERY: Duration = Duration::from_secs(2);
+
+/// How often `status` is read when the task rows also give a fingerprint
+/// of the process's allowed CPUs: it is then read the tick they change, so
+/// this only bounds what the fingerprint cannot see (CPUs past the 1,024th).
+const FOLLOWED_STATUS_EVERY: Duration = Duration::from_secs(10);
+
+/// Whether `status` must be read this tick: every SCHED_EVERY, or, when
+/// the leader's task row has a fingerprint of the allowed CPUs, the tick it
+/// differs from the last one and every FOLLOWED_STATUS_EVERY.
+fn status_due(prev: &ProcPrev, tasks: Option<&[TaskRow]>, mono: u64) -> bool {
+    let since = Duration::from_nanos(mono.saturating_sub(prev.status_ns));
+    let sig = tasks
+        .and_then(|rows| rows.iter().find(|r| r.tid == r.tgid))
+        .and_then(|leader| leader.process.affinity_sig);
+    match sig {
+        Some(sig) => prev.sample.affinity_sig != Some(sig) || since >= FOLLOWED_STATUS_EVERY,
+        None => since >= SCHED_EVERY,
+    }
+}
 
 /// What the previous tick left for rate computation.
 pub(super) struct ProcPrev {
@@ -90,17 +109,18 @@ impl ProcReader {
             let sched_due = prev
                 .and_then(|p| p.migrations)
                 .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
+            let tasks = rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice);
             let reuse = Reuse {
                 fds,
                 fd_walk: Some(FdWalk(&mut *open_files)),
                 threads: prev.map(|p| &p.sample.per_thread),
                 skip_sched: !sched_due,
-                tasks: rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice),
+                tasks,
                 start_time: Some(w.key.start_time),
-                // `status` every SCHED_EVERY too, when the rows give what
-                // changes every tick (used only with them).
+                // `status` lent while not due (used only with the rows,
+                // which give what changes every tick).
                 status: prev
-                    .filter(|p| mono.saturating_sub(p.status_ns) < SCHED_EVERY.as_nanos() as u64)
+                    .filter(|p| !status_due(p, tasks, mono))
                     .map(|p| StatusReuse {
                         own_pid: p.sample.own_pid,
                         affinity: p.sample.affinity_cpus.map(|_| p.sample.affinity.as_slice()),
@@ -242,4 +262,65 @@ fn cgroup_cpu(
         }),
         usage,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::tasks::ProcessPart;
+
+    const SEC: u64 = 1_000_000_000;
+
+    /// A process whose `status` was read at 0 s, its leader's fingerprint
+    /// then `sig`.
+    fn prev(sig: Option<u64>) -> ProcPrev {
+        ProcPrev {
+            sample: ProcSample {
+                affinity_sig: sig,
+                ..Default::default()
+            },
+            fd_scan_ns: 0,
+            status_ns: 0,
+            migrations: None,
+            migrations_rate: None,
+            cfs_ns: None,
+            cgroup_usage_ns: None,
+            tcp: HashMap::new(),
+        }
+    }
+
+    /// Its rows, the leader's fingerprint `sig`.
+    fn rows(sig: Option<u64>) -> Vec<TaskRow> {
+        let row = |tid| TaskRow {
+            tid,
+            tgid: 10,
+            process: ProcessPart {
+                affinity_sig: sig,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        vec![row(11), row(10)]
+    }
+
+    #[test]
+    fn status_is_read_again_the_tick_the_allowed_cpus_change() {
+        let same = rows(Some(1));
+        let p = prev(Some(1));
+        assert!(!status_due(&p, Some(&same), SEC / 2), "nothing changed");
+        assert!(!status_due(&p, Some(&same), 9 * SEC), "not every 2 s");
+        assert!(status_due(&p, Some(&same), 10 * SEC), "every 10 s still");
+        assert!(status_due(&p, Some(&rows(Some(2))), SEC / 2), "changed");
+        // The last tick had no fingerprint (procfs, or an older kernel).
+        assert!(status_due(&prev(None), Some(&same), SEC / 2));
+    }
+
+    #[test]
+    fn without_a_fingerprint_status_is_read_every_2_s() {
+        let p = prev(Some(1));
+        for tasks in [None, Some(rows(None))] {
+            assert!(!status_due(&p, tasks.as_deref(), SEC));
+            assert!(status_due(&p, tasks.as_deref(), 2 * SEC));
+        }
+    }
 }

@@ -34,6 +34,9 @@ pub struct ProcSample {
     pub affinity_cpus: Option<u32>,
     /// Cpus_allowed_list as inclusive ranges.
     pub affinity: Vec<(u32, u32)>,
+    /// The leader's task row's fingerprint of that list, when the rows gave
+    /// one: a change tells the sampler to read `status` again.
+    pub affinity_sig: Option<u64>,
     pub io_read_bytes: Option<u64>,
     pub io_write_bytes: Option<u64>,
     /// Sums over all threads: the leader's own files only describe the leader.
@@ -271,6 +274,7 @@ fn from_rows(dir: &Path, reuse: &Reuse, page_size: u64) -> Option<Result<ProcSam
         ctx_involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
         affinity_cpus: affinity.as_deref().map(count_cpus),
         affinity: affinity.unwrap_or_default(),
+        affinity_sig: part.affinity_sig,
         io_read_bytes: Some(io.0),
         io_write_bytes: Some(io.1),
         status_read,
@@ -612,6 +616,7 @@ mod tests {
             dead_io_bytes: Some((100, 200)),
             rss_pages: Some(1000),
             open_fds: None,
+            affinity_sig: Some(0xc0ffee),
             placement: None,
         };
         let row = |tid, exec_ns, io| TaskRow {
@@ -652,6 +657,11 @@ mod tests {
             (7, Some(2), 5)
         );
         assert_eq!(s.start_time, procfs.start_time);
+        assert_eq!(
+            s.affinity_sig,
+            Some(0xc0ffee),
+            "the leader's, for the next tick"
+        );
 
         assert!(!s.status_read);
         // `status` due: read for what it alone says; the counters still

@@ -53,6 +53,10 @@ pub struct ProcessPart {
     /// Its open fds (the leader's row only; what stat of /proc/<pid>/fd
     /// says), when the kernel's fd table could be counted.
     pub open_fds: Option<u64>,
+    /// A fingerprint of the CPUs it may run on (the leader's row only: what
+    /// `status`'s Cpus_allowed_list says), when the kernel's mask could be
+    /// read. Compared from tick to tick, never shown.
+    pub affinity_sig: Option<u64>,
     /// Where the thread is (the leader's row speaks for the process).
     pub placement: Option<Placement>,
 }

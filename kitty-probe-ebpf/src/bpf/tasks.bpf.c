@@ -38,6 +38,7 @@ enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
 #define KNOWN_IO 1
 #define KNOWN_RSS 2
 #define KNOWN_FDS 4
+#define KNOWN_CPUS 8
 /* The open-fd bitmap (leader rows): its set bits are the process's open
  * fds, what stat(/proc/<pid>/fd) counts (Linux 6.2+), without the path
  * walk and the count in a syscall per process per tick. */
@@ -56,6 +57,12 @@ struct files_struct___tasks { struct fdtable___tasks *fdt; } PRESERVE;
  * and its network namespace's inode, so the sampler re-reads
  * /proc/<pid>/cgroup and ns/net only when one changed. */
 struct css_set___tasks { int unused; } PRESERVE;
+/* The CPUs a task may run on (what /proc/<pid>/status prints as
+ * Cpus_allowed_list): leader rows carry a fingerprint of the mask, so the
+ * sampler reads `status` again only when it changed. The kernel's cpumask
+ * is NR_CPUS bits; its first CPUS_WORDS_MAX words (1,024 CPUs) are read. */
+struct cpumask___tasks { unsigned long bits[1]; } PRESERVE;
+#define CPUS_WORDS_MAX 16
 struct ns_common___tasks { unsigned int inum; } PRESERVE;
 struct net___tasks { struct ns_common___tasks ns; } PRESERVE;
 struct nsproxy___tasks { struct net___tasks *net_ns; } PRESERVE;
@@ -77,6 +84,8 @@ struct task_struct___tasks {
 	struct css_set___tasks *cgroups;
 	struct nsproxy___tasks *nsproxy;
 	struct files_struct___tasks *files;
+	int nr_cpus_allowed;
+	struct cpumask___tasks cpus_mask;
 } PRESERVE;
 
 struct {
@@ -110,6 +119,7 @@ struct row {
 	u32 netns;           /* nsproxy->net_ns inode (0: exiting, none) */
 	u64 css_set;         /* the css_set's address: compared, never shown */
 	u64 open_fds;        /* leader rows: open fds (KNOWN_FDS) */
+	u64 cpus_sig;        /* leader rows: the allowed CPUs' fingerprint (KNOWN_CPUS) */
 };
 
 /* percpu_counter_read_positive: the shared count, never below zero. */
@@ -158,6 +168,24 @@ static __always_inline bool count_open_fds(struct task_struct___tasks *t, u64 *c
 	return true;
 }
 
+/* A fingerprint of the CPUs the task may run on: its mask's words (as many
+ * as the kernel has, up to CPUS_WORDS_MAX) and their count, folded by
+ * multiplication. Compared from tick to tick, never shown. */
+static __always_inline bool cpus_fingerprint(struct task_struct___tasks *t, u64 *sig)
+{
+	u64 words[CPUS_WORDS_MAX] = {};
+	u32 size = bpf_core_field_size(t->cpus_mask);
+	if (size > sizeof(words))
+		size = sizeof(words);
+	if (size < sizeof(u64) || bpf_probe_read_kernel(words, size, &t->cpus_mask))
+		return false;
+	u64 h = (u64)t->nr_cpus_allowed;
+	for (int i = 0; i < CPUS_WORDS_MAX; i++)
+		h = (h ^ words[i]) * 0x100000001b3ULL;
+	*sig = h;
+	return true;
+}
+
 SEC("iter/task")
 int kitty_tasks(struct bpf_iter__task *ctx)
 {
@@ -202,6 +230,8 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 	r.netns = t->nsproxy->net_ns->ns.inum;
 	if (r.tid == tgid && count_open_fds(t, &r.open_fds))
 		r.known |= KNOWN_FDS;
+	if (r.tid == tgid && cpus_fingerprint(t, &r.cpus_sig))
+		r.known |= KNOWN_CPUS;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
