@@ -3,7 +3,7 @@
 mod support;
 use kitty_probe_ebpf::flow::FlowProbe;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 
 /// A loopback connection that has carried `bytes` each way, request and
 /// echo in 64 KB turns, then left idle.
@@ -18,13 +18,6 @@ fn talk(client: &mut TcpStream, server: &mut TcpStream, bytes: usize) {
     }
 }
 
-fn pair() -> (TcpStream, TcpStream) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (s, _) = l.accept().unwrap();
-    (c, s)
-}
-
 #[test]
 fn the_flow_map_by_batch_is_the_flow_map_by_lookups() {
     if !support::can_load_bpf() {
@@ -36,11 +29,12 @@ fn the_flow_map_by_batch_is_the_flow_map_by_lookups() {
         eprintln!("skipped: {}", probe.strategy());
         return;
     }
-    let (mut c, mut s) = pair();
+    let (mut c, mut s) = support::loopback_pair();
     talk(&mut c, &mut s, 4 << 20);
     // More flows than the batch buffers' first room (64 entries): the
     // read grows them and goes on where it was.
-    let mut others: Vec<(TcpStream, TcpStream)> = (0..40).map(|_| pair()).collect();
+    let mut others: Vec<(TcpStream, TcpStream)> =
+        (0..40).map(|_| support::loopback_pair()).collect();
     for (a, b) in &mut others {
         a.write_all(b"ping").unwrap();
         b.read_exact(&mut [0u8; 4]).unwrap();

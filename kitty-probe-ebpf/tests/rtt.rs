@@ -5,15 +5,8 @@ mod support;
 use kitty_core::model::{Frame, ProcKey, RankFrame, Sig, SocketFrame};
 use kitty_probe_ebpf::rtt::{RttProbe, SockKey};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-
-fn pair() -> (TcpStream, TcpStream) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (s, _) = l.accept().unwrap();
-    (c, s)
-}
 
 /// Requests and echoes: the client's data is ACKed many times.
 fn talk(c: &mut TcpStream, s: &mut TcpStream) {
@@ -35,8 +28,7 @@ fn inode(fd: &impl AsRawFd) -> u64 {
 }
 
 fn netns() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/net").unwrap().ino()
+    kitty_core::sources::process::read_netns(std::path::Path::new("/proc/self")).unwrap()
 }
 
 /// One rank (this process) with these client sockets.
@@ -81,8 +73,8 @@ fn each_talking_socket_has_its_rtt_and_a_socket_no_longer_watched_leaves_the_map
         eprintln!("skipped: no batch lookups on this kernel");
         return;
     }
-    let (mut c1, mut s1) = pair();
-    let (mut c2, mut s2) = pair();
+    let (mut c1, mut s1) = support::loopback_pair();
+    let (mut c2, mut s2) = support::loopback_pair();
     // The first enrich sets the port filter: samples count from then.
     probe.enrich(&mut frame_of(&[&c1, &c2]));
     talk(&mut c1, &mut s1);

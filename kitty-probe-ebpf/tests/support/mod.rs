@@ -34,3 +34,11 @@ pub fn runq_watching_this_process() -> kitty_probe_ebpf::runq::RunqProbe {
     probe.enrich(&mut frame);
     probe
 }
+
+/// A connected loopback TCP pair: (client, server).
+pub fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    (c, s)
+}

@@ -36,8 +36,9 @@ pub struct Writer {
     bytes: u64,
     /// Keeps the last frame written, to encode the next one against.
     columns: columns::Encoder,
-    /// The last record written, while the next may be a delta against it.
-    last: Option<Last>,
+    /// What the last record's rates are recomputed from on replay, while
+    /// the next record may be a delta against it.
+    last: Option<predict::Basis>,
     /// The keyframe group's zstd stream, set up once (a keyframe starts
     /// it again); None after it failed, until the next record.
     stream: Option<GroupCompressor>,
@@ -46,12 +47,6 @@ pub struct Writer {
     /// written without them.
     histograms: bool,
     set_aside: Vec<crate::model::Histograms>,
-}
-
-/// What the next delta is written against.
-struct Last {
-    /// What the delta's rates are recomputed from on replay.
-    basis: predict::Basis,
 }
 
 impl Writer {
@@ -127,13 +122,12 @@ impl Writer {
         // A delta leaves out the rates the reader recomputes; a frame that
         // cannot be written so (one holding the mark itself) is a keyframe.
         let delta = match &self.last {
-            Some(last) if !self.frames.is_multiple_of(KEY_EVERY) => {
-                predict::mark(&last.basis, frame).and_then(|marks| {
+            Some(basis) if !self.frames.is_multiple_of(KEY_EVERY) => predict::mark(basis, frame)
+                .and_then(|marks| {
                     let body = self.columns.delta_of(&*frame);
                     marks.restore(frame);
                     body
-                })
-            }
+                }),
             _ => None,
         };
         let frame = &*frame;
@@ -166,9 +160,7 @@ impl Writer {
             return Err(e);
         }
         self.frames += 1;
-        self.last = Some(Last {
-            basis: predict::Basis::of(frame),
-        });
+        self.last = Some(predict::Basis::of(frame));
         Ok(())
     }
 
