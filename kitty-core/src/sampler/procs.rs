@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// How often the per-thread `sched` files (migrations) are read, and
-/// `status` when the task iterator gives the context switches.
+/// `status` when the task iterator gives the context switches but no
+/// fingerprint of the allowed CPUs.
 const SCHED_EVERY: Duration = Duration::from_secs(2);
 
 /// How often `status` is read when the task rows also give a fingerprint
