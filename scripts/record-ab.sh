@@ -24,23 +24,29 @@ done
 DIR=$(mktemp -d)
 trap 'kill ${PIDS[*]} 2>/dev/null || true; rm -rf "$DIR"' EXIT
 sleep 1
-# CPU time of a live process's threads, ns.
+# CPU time of a live process's threads, ns; of its main thread (where
+# `record` encodes and writes frames: the recorder's share on its own).
 ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
-declare -A SUM=([old]=0 [new]=0)
+main_ns() { awk '{print $1}' /proc/"$1"/task/"$1"/schedstat 2>/dev/null; }
+declare -A SUM=([old]=0 [new]=0) MAIN=([old]=0 [new]=0)
 for i in $(seq "$ROUNDS"); do
   for which in old new; do
     bin=$OLD; [[ $which == new ]] && bin=$NEW
     "$bin" record -o "$DIR/$which.kitty" --interval 500ms --duration "${DURATION}s" "${@:5}" 2>/dev/null &
     rec=$!
     # Steady state: from 5 s (the probes loaded) to 1 s before the end.
-    sleep 5; t0=$(ns $rec)
-    sleep $((DURATION - 6)); t1=$(ns $rec)
+    sleep 5; t0=$(ns $rec); m0=$(main_ns $rec)
+    sleep $((DURATION - 6)); t1=$(ns $rec); m1=$(main_ns $rec)
     wait $rec || true
     ms=$(python3 -c "print(f'{($t1 - $t0) / 1e6 / (($DURATION - 6) * 2):.3f}')")
+    mm=$(python3 -c "print(f'{($m1 - $m0) / 1e6 / (($DURATION - 6) * 2):.3f}')")
     SUM[$which]=$(python3 -c "print(${SUM[$which]} + $ms)")
-    echo "round $i $which: $ms ms CPU per sample"
+    MAIN[$which]=$(python3 -c "print(${MAIN[$which]} + $mm)")
+    echo "round $i $which: $ms ms CPU per sample ($mm the recorder's thread)"
   done
 done
 python3 -c "
 old, new = ${SUM[old]} / $ROUNDS, ${SUM[new]} / $ROUNDS
-print(f'means: old {old:.3f} ms, new {new:.3f} ms per sample ({(new - old) / old * 100:+.1f} %)')"
+mo, mn = ${MAIN[old]} / $ROUNDS, ${MAIN[new]} / $ROUNDS
+print(f'means: old {old:.3f} ms, new {new:.3f} ms per sample ({(new - old) / old * 100:+.1f} %)')
+print(f'the recorder thread: old {mo:.3f} ms, new {mn:.3f} ms ({(mn - mo) / mo * 100:+.1f} %)')"
