@@ -11,7 +11,7 @@ use crate::sources::kept::KeptFiles;
 use crate::sources::process::{
     read_process, FdReuse, FdWalk, ProcSample, ReadError, Reuse, StatusReuse,
 };
-use crate::sources::tasks::{FdInventory, RowsByTgid, TaskRow};
+use crate::sources::tasks::{leader, FdInventory, RowsByTgid, TaskRow};
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ const FOLLOWED_STATUS_EVERY: Duration = Duration::from_secs(10);
 fn status_due(prev: &ProcPrev, tasks: Option<&[TaskRow]>, mono: u64) -> bool {
     let since = Duration::from_nanos(mono.saturating_sub(prev.status_ns));
     let sig = tasks
-        .and_then(|rows| rows.iter().find(|r| r.tid == r.tgid))
+        .and_then(leader)
         .and_then(|leader| leader.process.affinity_sig);
     match sig {
         Some(sig) => prev.sample.affinity_sig != Some(sig) || since >= FOLLOWED_STATUS_EVERY,

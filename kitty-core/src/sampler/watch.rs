@@ -177,7 +177,7 @@ impl WatchList {
         for w in self.watched.iter_mut().filter(|w| w.role == Role::Rank) {
             let seen = rows
                 .and_then(|r| r.get(&w.key.pid))
-                .and_then(|rows| rows.iter().find(|r| r.tid == r.tgid))
+                .and_then(|rows| crate::sources::tasks::leader(rows))
                 .filter(|r| r.start_ticks == w.key.start_time)
                 .and_then(|r| r.process.placement);
             let Some(now) = seen else { continue };

@@ -183,6 +183,12 @@ pub fn by_tgid(rows: Vec<TaskRow>) -> RowsByTgid {
     out
 }
 
+/// The leader's row among a process's rows (the one that speaks for the
+/// process: its open fds, placement and allowed CPUs).
+pub fn leader(rows: &[TaskRow]) -> Option<&TaskRow> {
+    rows.iter().find(|r| r.tid == r.tgid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
