@@ -213,3 +213,36 @@ assert pd.api.types.is_integer_dtype(ranks["time_ns"]), ranks["time_ns"].dtype
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A damaged recording exported while stderr is a pipe nobody reads any
+/// more (`2>&1 | head`): the warnings cannot be written, the export still
+/// goes to its end and succeeds.
+#[test]
+fn export_goes_on_when_its_warnings_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kitty-core/tests/fixtures/recording-v2.kitty");
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at..at + 8].copy_from_slice(&[0xff; 8]);
+    let bad = dir.path().join("bad.kitty");
+    std::fs::write(&bad, &bytes).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(kitty_bin())
+        .arg("export")
+        .arg(&bad)
+        .arg("-o")
+        .arg(&out)
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let frames = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"host\""))
+        .count();
+    assert!(frames > 0 && frames < 20, "{frames} of 20 frames");
+}
