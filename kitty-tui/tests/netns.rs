@@ -156,8 +156,14 @@ fn shared_netns_ranks_get_their_own_numbers() {
     // Whether the short tbf queue drops segments (and so the throttled rank
     // retransmits) depends on how the kernel sizes its GSO bursts against
     // TSQ; fault_lab's loss fault is the retransmit test. Here: the free
-    // path's rank never inherits the throttled one's retransmits.
-    assert!(retx.1 < 1.0 && retx.1 <= retx.0, "retransmits: {retx:?}");
+    // path's rank never inherits the throttled one's retransmits. A busy
+    // 2-CPU VM can make the free path itself retransmit a segment or two (a
+    // CI run saw 2/s against the throttled rank's 30): judged against the
+    // throttled rank when that one retransmits, else it must be quiet.
+    assert!(
+        retx.1 < 1.0 || retx.1 * 4.0 < retx.0,
+        "retransmits: {retx:?}"
+    );
     // Back in line after the throttle is removed.
     sh(&format!("ip netns exec {t}a tc qdisc del dev {t}ab root"));
     phase(2.0); // the queue drains
