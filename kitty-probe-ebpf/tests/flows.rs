@@ -1,5 +1,6 @@
 //! The flow map read in one batch lookup a tick holds what the per-entry
-//! walk (two bpf() calls an entry) reads, on live traffic.
+//! walk (two bpf() calls an entry) reads, on live traffic; each socket's
+//! endpoints, written by the kernel at its first byte, are its own.
 mod support;
 use kitty_probe_ebpf::flow::FlowProbe;
 use std::io::{Read, Write};
@@ -54,31 +55,52 @@ fn the_flow_map_by_batch_is_the_flow_map_by_lookups() {
         s.local_addr().unwrap().port(),
     );
     ports.extend([cport, sport]);
+    let (by_batch, by_lookups) = (
+        probe.entries_by_batch().unwrap(),
+        probe.entries_by_lookups(),
+    );
     // This test's connections only: other tests of this process may be
-    // talking meanwhile.
+    // talking meanwhile. Each by its endpoints, as the kernel wrote them.
+    let ends = |k: &kitty_probe_ebpf::flow::FlowKey| {
+        probe
+            .ends_of(k.cookie)
+            .unwrap_or_else(|| panic!("no endpoints for {k:?}"))
+    };
     let mine = |v: Vec<(
         kitty_probe_ebpf::flow::FlowKey,
         kitty_probe_ebpf::flow::FlowBytes,
     )>| {
         let mut v: Vec<_> = v
             .into_iter()
-            .filter(|(k, _)| k.tgid == me && ports.contains(&k.lport))
-            .map(|(k, b)| (k.lport, k.rport, b.tx, b.rx))
+            .filter(|(k, _)| k.tgid == me)
+            .map(|(k, b)| (ends(&k), b))
+            .filter(|(e, _)| ports.contains(&e.lport))
+            .map(|(e, b)| (e.local(), e.remote(), b.tx, b.rx))
             .collect();
         v.sort();
         v
     };
-    let batch = mine(probe.entries_by_batch().unwrap());
-    let lookups = mine(probe.entries_by_lookups());
+    let batch = mine(by_batch);
+    let lookups = mine(by_lookups);
     eprintln!("{}: {} flows of this test", probe.strategy(), batch.len());
     // Idle now: the same bytes both ways, every end of every connection.
     assert_eq!(batch, lookups);
     assert_eq!(batch.len(), 82, "{batch:?}");
-    for port in [cport, sport] {
-        let (_, _, tx, rx) = *batch
+    for (me, peer) in [(&c, &s), (&s, &c)] {
+        let (local, remote) = (me.local_addr().unwrap(), me.peer_addr().unwrap());
+        let (_, far, tx, rx) = *batch
             .iter()
-            .find(|f| f.0 == port)
-            .unwrap_or_else(|| panic!("the end at port {port} in {batch:?}"));
+            .find(|f| f.0 == local)
+            .unwrap_or_else(|| panic!("the end at {local} in {batch:?}"));
+        assert_eq!(far, remote, "its peer");
+        assert_eq!(far, peer.local_addr().unwrap());
         assert!(tx >= 4 << 20 && rx >= 4 << 20, "4 MB each way: {tx} {rx}");
+    }
+    // Every one of the 41 connections' two ends, each pointing at the other.
+    for (local, remote, _, _) in &batch {
+        assert!(
+            batch.iter().any(|f| f.0 == *remote && f.1 == *local),
+            "{local} -> {remote} has no other end in {batch:?}"
+        );
     }
 }

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Bytes sent and received per (process, local endpoint, remote endpoint),
- * from the socket layer's send/recv length tracepoints, which run in the
- * caller's context so the pid is the sender's. Per-CPU values: no atomics on
- * the hot path. Entries outlive their sockets, so a connection that opens and
- * closes between two polls is still counted; the user side reaps entries it
- * has reported once they go idle. */
+/* Bytes sent and received per (process, socket), from the socket layer's
+ * send/recv length tracepoints, which run in the caller's context so the pid
+ * is the sender's. A socket is known by its cookie, which the kernel never
+ * reuses: the hot path reads the socket's family and cookie, not its
+ * endpoints (the endpoints, the netns behind a pointer and the protocol cost
+ * cache lines a send has just evicted, and a 48-byte key took twice as long
+ * to hash). The endpoints are written once, at the socket's first byte, into
+ * their own map. Per-CPU values: no atomics on the hot path. Entries outlive
+ * their sockets, so a connection that opens and closes between two polls is
+ * still counted; the user side reaps entries it has reported once they go
+ * idle. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -15,7 +20,19 @@ char LICENSE[] SEC("license") = "GPL";
 #define MSG_PEEK 2
 
 struct flow_key {
+	u64 cookie;
 	u32 tgid;
+	u32 pad;
+};
+
+struct flow_bytes {
+	u64 tx;
+	u64 rx;
+};
+
+/* Where a socket was at its first byte. A connected UDP socket connected
+ * again to another peer keeps its first peer here. */
+struct flow_ends {
 	u32 netns;
 	u16 family;
 	u16 protocol;
@@ -25,17 +42,22 @@ struct flow_key {
 	u8 raddr[16];
 };
 
-struct flow_bytes {
-	u64 tx;
-	u64 rx;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, 8192);
 	__type(key, struct flow_key);
 	__type(value, struct flow_bytes);
 } flows SEC(".maps");
+
+/* By cookie. Written before the socket's entry in `flows`, so a flow the
+ * user side sees has its endpoints here. Only ever written by the slow path:
+ * LRU by age of insertion, and the user side reads a socket's once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u64);
+	__type(value, struct flow_ends);
+} ends SEC(".maps");
 
 /* Connections that reached TCP_CLOSE, so the user side can tell a finished
  * flow from an idle one. */
@@ -46,26 +68,39 @@ struct {
 	__type(value, u64);
 } closed SEC(".maps");
 
+/* A socket's first byte from this process: its endpoints, then its entry. */
+static __noinline struct flow_bytes *first_byte(struct sock *sk, struct flow_key *k)
+{
+	struct flow_ends e;
+	__builtin_memset(&e, 0, sizeof(e));
+	/* Direct loads: tp_btf hands us a BTF-typed socket pointer. */
+	if (sk_addr(sk, false, e.laddr) || sk_addr(sk, true, e.raddr))
+		return NULL;
+	e.family = sk->__sk_common.skc_family;
+	e.netns = sk->__sk_common.skc_net.net->ns.inum;
+	e.protocol = sk->sk_protocol;
+	e.lport = sk->__sk_common.skc_num;
+	e.rport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	bpf_map_update_elem(&ends, &k->cookie, &e, BPF_ANY);
+	struct flow_bytes init = {};
+	bpf_map_update_elem(&flows, k, &init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&flows, k);
+}
+
 static __always_inline void account(struct sock *sk, int len, int flags, bool tx)
 {
 	if (len <= 0 || (!tx && (flags & MSG_PEEK)))
 		return;
-	struct flow_key k;
-	__builtin_memset(&k, 0, sizeof(k));
-	/* Direct loads: tp_btf hands us a BTF-typed socket pointer. */
-	if (sk_addr(sk, false, k.laddr) || sk_addr(sk, true, k.raddr))
+	u16 family = sk->__sk_common.skc_family;
+	if (family != AF_INET && family != AF_INET6)
 		return;
-	k.family = sk->__sk_common.skc_family;
-	k.tgid = bpf_get_current_pid_tgid() >> 32;
-	k.netns = sk->__sk_common.skc_net.net->ns.inum;
-	k.protocol = sk->sk_protocol;
-	k.lport = sk->__sk_common.skc_num;
-	k.rport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	struct flow_key k = {
+		.cookie = bpf_get_socket_cookie(sk),
+		.tgid = bpf_get_current_pid_tgid() >> 32,
+	};
 	struct flow_bytes *v = bpf_map_lookup_elem(&flows, &k);
 	if (!v) {
-		struct flow_bytes init = {};
-		bpf_map_update_elem(&flows, &k, &init, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&flows, &k);
+		v = first_byte(sk, &k);
 		if (!v)
 			return;
 	}
