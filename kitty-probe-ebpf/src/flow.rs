@@ -204,10 +204,11 @@ impl FlowProbe {
         let batch = self.flows_batch.as_mut().ok()?;
         let parts = batch.parts();
         let rows = batch.read().ok()?;
-        Some(
-            rows.filter_map(|(k, v)| Some((pod(k)?, sum(parts.of(v).filter_map(pod)))))
-                .collect(),
-        )
+        // Room for every row at once (a collect through the filter grew
+        // the vector by doubling).
+        let mut out = Vec::with_capacity(rows.len());
+        out.extend(rows.filter_map(|(k, v)| Some((pod(k)?, sum(parts.of(v).filter_map(pod))))));
+        Some(out)
     }
 
     #[doc(hidden)]

@@ -128,7 +128,7 @@ impl MapBatch {
     /// it is read when the batch is [`MapBatch::taking`]. Entries written
     /// during the walk may or may not be in it, as with any walk of a live
     /// map.
-    pub fn read(&mut self) -> Result<impl Iterator<Item = (&[u8], &[u8])>, ProbeError> {
+    pub fn read(&mut self) -> Result<impl ExactSizeIterator<Item = (&[u8], &[u8])>, ProbeError> {
         let (ks, vs) = (self.key_size, self.stride);
         let mut n = 0usize;
         // The kernel's position between calls (a bucket index for hash
