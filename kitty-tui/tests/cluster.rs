@@ -226,9 +226,8 @@ fn cluster_view_over_three_nodes_in_prometheus() {
 
     // 1. One rank on node-b held to 1 % of a CPU: flagged on its own (its
     // throttled time shows as run-queue delay, with CFS throttling beside).
-    // Which of the two heads its verdict cell follows their scores, which
-    // swap from run to run (a CI run: throttling 46 against run-queue 42;
-    // the verdict cell is cut to "throt" at this width).
+    // Throttling heads its verdict cell when it is raised (cut to "throt"
+    // at this width); the run-queue delay alone may cross the bar first.
     one.add(pids[2]);
     let flagged = |s: &str| {
         s.lines()

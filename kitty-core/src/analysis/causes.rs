@@ -12,7 +12,8 @@
 //!   busiest process on a slow rank's link.
 //!
 //! Then each verdict's sentence is written, and verdicts are ordered: the
-//! stragglers by score, their consequences after them.
+//! stragglers by score (a run-queue delay after its rank's CFS throttling,
+//! its cause), their consequences after them.
 
 use super::verdicts::base_message;
 use crate::model::format::{bytes, number};
@@ -113,9 +114,20 @@ impl Causes {
         for v in verdicts.iter_mut() {
             v.message = Text::message(sentence(v));
         }
+        // A cgroup's CFS throttling is the cause of its run-queue delay (a
+        // throttled task counts as waiting to run): on a rank with both,
+        // the throttling heads its verdicts whichever scores higher (the
+        // two scores swap from run to run on one quota).
+        let throttled: Vec<u32> = verdicts
+            .iter()
+            .filter(|v| v.signal == Sig::CfsThrottledMsPerS && !v.is_consequence())
+            .map(|v| v.pid)
+            .collect();
+        let explained = |v: &Verdict| WAITS.contains(&v.signal) && throttled.contains(&v.pid);
         verdicts.sort_by(|a, b| {
             a.is_consequence()
                 .cmp(&b.is_consequence())
+                .then(explained(a).cmp(&explained(b)))
                 .then(b.severity.cmp(&a.severity))
                 .then(b.score.total_cmp(&a.score))
         });

@@ -287,6 +287,32 @@ mod tests {
     }
 
     #[test]
+    fn a_throttled_rank_is_named_by_its_throttling_before_its_run_queue_delay() {
+        // One quota gives rank 2 both verdicts; its run-queue delay scores
+        // higher, but the throttling is what made it wait.
+        let mut a = Analysis::default();
+        let mut last = Vec::new();
+        for step in 0..6 {
+            let mut f = frame(step as f64 * 0.5, &[1.0, 1.0, 2000.0, 1.0]);
+            for r in &mut f.ranks {
+                let throttled = if r.labels.rank == Some(2) { 300.0 } else { 0.0 };
+                r.signals.set(Sig::CfsThrottledMsPerS, throttled);
+            }
+            a.apply(&mut f);
+            last = f.verdicts;
+        }
+        let mine: Vec<(Sig, f64)> = last
+            .iter()
+            .filter(|v| v.rank == Some(2))
+            .map(|v| (v.signal, v.score))
+            .collect();
+        assert_eq!(mine.len(), 2, "{mine:?}");
+        assert_eq!(mine[0].0, Sig::CfsThrottledMsPerS, "{mine:?}");
+        assert_eq!(mine[1].0, Sig::RunDelayMsPerS, "{mine:?}");
+        assert!(mine[1].1 > mine[0].1, "the delay scores higher: {mine:?}");
+    }
+
+    #[test]
     fn a_symptom_that_crosses_the_bar_first_is_still_a_consequence() {
         // Rank 1 retransmits from the first tick; rank 2's starvation shows
         // one tick later, so rank 1's verdict is raised while rank 2's is
