@@ -109,6 +109,8 @@ fn is_loopback(a: &SocketAddr) -> bool {
 struct Seen {
     bytes: FlowBytes,
     last_change_ns: u64,
+    /// When the kernel's map last had it (it may evict an entry itself).
+    last_read_ns: u64,
     rate: (f64, f64),
     /// Its endpoints (None where the kernel's map lost them: only when
     /// thousands of sockets open within a tick), and as the frame shows
@@ -124,6 +126,7 @@ impl Seen {
         Seen {
             bytes: FlowBytes::default(),
             last_change_ns: now,
+            last_read_ns: now,
             rate: (0.0, 0.0),
             ends,
             local: text(ends.map(|e| e.local())),
@@ -246,6 +249,7 @@ impl FlowProbe {
                 entry.last_change_ns = now;
             }
             entry.bytes = b;
+            entry.last_read_ns = now;
             if let Some(e) = entry.ends {
                 if Some(e.netns) == self.own_netns && !is_loopback(&e.remote()) {
                     attributed_ext += dtx + drx;
@@ -255,14 +259,18 @@ impl FlowProbe {
                 reap.push(k);
             }
         }
-        for k in reap {
-            let _ = self.flows.remove(&k);
-            self.seen.remove(&k);
-            // Its endpoints too, unless another process uses the socket.
-            if !self.seen.keys().any(|o| o.cookie == k.cookie) {
+        for k in &reap {
+            let _ = self.flows.remove(k);
+            self.seen.remove(k);
+        }
+        if !reap.is_empty() {
+            // Their endpoints too, unless another process uses the socket.
+            let in_use: foldhash::HashSet<u64> = self.seen.keys().map(|k| k.cookie).collect();
+            for k in reap.iter().filter(|k| !in_use.contains(&k.cookie)) {
                 let _ = self.ends.remove(&k.cookie);
             }
         }
+        forget_evicted(&mut self.seen, now);
         frame.flows = active_flows(&self.seen, frame, now);
         // Closed connections per second, and coverage of the interfaces.
         let closed: u64 = self.closed.get(&0, 0).map(|v| v.iter().sum()).unwrap_or(0);
@@ -292,6 +300,15 @@ impl FlowProbe {
         }
         self.prev_ifaces = Some(ifaces);
     }
+}
+
+/// Forgets the flows the kernel's map has not had for `REAP_NS`: it
+/// evicted them (an LRU map full of sockets opened faster than they are
+/// reaped), and they would otherwise stay here for good. Not at once: a read
+/// that fails for a tick must not make every flow new (its bytes would all
+/// count as that tick's).
+fn forget_evicted(seen: &mut HashMap<FlowKey, Seen>, now: u64) {
+    seen.retain(|_, s| now.saturating_sub(s.last_read_ns) <= REAP_NS);
 }
 
 /// The flows with a byte in the last `ACTIVE_NS`, one a process and
@@ -407,5 +424,23 @@ mod tests {
         assert_eq!(flows[0].protocol.as_str(), "?");
         assert_eq!(flows[1].protocol.as_str(), "tcp");
         assert_eq!(flows[3].rx_bytes, 2);
+    }
+
+    #[test]
+    fn flows_the_kernel_evicted_are_forgotten_after_a_while() {
+        let now = 1000 * REAP_NS;
+        let mut by_key = HashMap::new();
+        let mut read_at = |cookie, at| {
+            let mut s = seen(Some(ends(5000, 80)), 1, at);
+            s.last_read_ns = at;
+            by_key.insert(key(cookie, 7), s);
+        };
+        read_at(1, now);
+        read_at(2, now - REAP_NS / 2);
+        read_at(3, now - REAP_NS - 1);
+        forget_evicted(&mut by_key, now);
+        let mut left: Vec<u64> = by_key.keys().map(|k| k.cookie).collect();
+        left.sort();
+        assert_eq!(left, [1, 2]);
     }
 }
