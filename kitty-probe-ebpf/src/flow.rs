@@ -37,7 +37,7 @@ unsafe impl aya::Pod for FlowKey {}
 /// Must match `struct flow_ends` in bpf/flow.bpf.c: where a socket was at
 /// its first byte.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowEnds {
     pub netns: u32,
     pub family: u16,

@@ -4,8 +4,8 @@
  * is the sender's. A socket is known by its cookie, which the kernel never
  * reuses: the hot path reads the socket's family and cookie, not its
  * endpoints (the endpoints, the netns behind a pointer and the protocol cost
- * cache lines a send has just evicted, and a 48-byte key took twice as long
- * to hash). The endpoints are written once, at the socket's first byte, into
+ * cache lines a send has just evicted, and made a key three times as long to
+ * hash). The endpoints are written once, at the socket's first byte, into
  * their own map. Per-CPU values: no atomics on the hot path. Entries outlive
  * their sockets, so a connection that opens and closes between two polls is
  * still counted; the user side reaps entries it has reported once they go
