@@ -70,6 +70,17 @@ struct Named {
     comm: Text,
     pod_uid: Option<Text>,
     container_id: Option<Text>,
+    /// When it was last charged (`Frame::mono_ns`).
+    used_ns: u64,
+}
+
+/// A culprit's name is read again when it was not charged for this long:
+/// its pid may since belong to another process.
+const NAME_KEPT_NS: u64 = 10_000_000_000;
+
+/// Forgets the names of culprits not charged for `NAME_KEPT_NS`.
+fn forget_unused(names: &mut HashMap<u32, Named>, now: u64) {
+    names.retain(|_, n| now.saturating_sub(n.used_ns) <= NAME_KEPT_NS);
 }
 
 /// Culprits kept per rank and tick.
@@ -84,7 +95,7 @@ pub struct RunqProbe {
     /// bpf() calls per entry through `culprits`).
     culprit_batch: Result<MapBatch, ProbeError>,
     prev: HashMap<u32, RawHist>,
-    /// Culprit names and containers, by pid (read once per process).
+    /// Culprit names and containers, by pid (read once while charged).
     names: HashMap<u32, Named>,
 }
 
@@ -111,29 +122,29 @@ impl RunqProbe {
         })
     }
 
-    fn name(&mut self, pid: u32) -> Named {
+    fn name(&mut self, pid: u32, now: u64) -> Named {
         if pid == 0 {
             return Named {
                 comm: Text::new("(idle)"),
                 ..Default::default()
             };
         }
-        self.names
-            .entry(pid)
-            .or_insert_with(|| {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .map(|s| Text::new(s.trim_end_matches('\n')))
-                    .unwrap_or_else(|_| Text::new("?"));
-                let c = kitty_core::sources::labels::container_from_cgroup(
-                    &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
-                );
-                Named {
-                    comm,
-                    pod_uid: c.pod_uid.as_deref().map(Text::new),
-                    container_id: c.container_id.as_deref().map(Text::new),
-                }
-            })
-            .clone()
+        let n = self.names.entry(pid).or_insert_with(|| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| Text::new(s.trim_end_matches('\n')))
+                .unwrap_or_else(|_| Text::new("?"));
+            let c = kitty_core::sources::labels::container_from_cgroup(
+                &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+            );
+            Named {
+                comm,
+                pod_uid: c.pod_uid.as_deref().map(Text::new),
+                container_id: c.container_id.as_deref().map(Text::new),
+                used_ns: now,
+            }
+        });
+        n.used_ns = now;
+        n.clone()
     }
 
     pub fn enrich(&mut self, frame: &mut Frame) {
@@ -152,7 +163,7 @@ impl RunqProbe {
                 r.ran_instead = list
                     .into_iter()
                     .map(|(tgid, ns, cpu)| {
-                        let n = self.name(tgid);
+                        let n = self.name(tgid, frame.mono_ns);
                         RanInstead {
                             pid: tgid,
                             comm: n.comm,
@@ -180,9 +191,7 @@ impl RunqProbe {
                 r.histograms.insert(HistKind::RunqUs, d.nonzero());
             }
         }
-        if self.names.len() > 4096 {
-            self.names.clear();
-        }
+        forget_unused(&mut self.names, frame.mono_ns);
     }
 
     /// What it attached and how it reads the culprits, as `doctor` says.
@@ -258,5 +267,29 @@ impl RunqProbe {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_culprit_not_charged_for_a_while_is_named_again() {
+        let now = 100 * NAME_KEPT_NS;
+        let named = |comm: &str, used_ns| Named {
+            comm: Text::new(comm),
+            used_ns,
+            ..Default::default()
+        };
+        let mut names = HashMap::new();
+        names.insert(10, named("hog", now));
+        names.insert(11, named("recent", now - NAME_KEPT_NS));
+        // Exited long ago: its pid may be another process's by now.
+        names.insert(12, named("gone", now - NAME_KEPT_NS - 1));
+        forget_unused(&mut names, now);
+        let mut left: Vec<u32> = names.keys().copied().collect();
+        left.sort();
+        assert_eq!(left, [10, 11]);
     }
 }
