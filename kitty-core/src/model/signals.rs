@@ -71,6 +71,21 @@ impl Signals {
         self.0.iter().copied()
     }
 
+    /// Calls `f` with each signal both have, in signal order: this one's
+    /// value (to change in place) and `other`'s. One walk of the two
+    /// sorted lists, not a search per signal.
+    pub fn each_shared(&mut self, other: &Signals, mut f: impl FnMut(Sig, &mut f64, f64)) {
+        let mut mine = self.0.iter_mut().peekable();
+        for &(k, theirs) in &other.0 {
+            while mine.next_if(|(m, _)| *m < k).is_some() {}
+            match mine.peek_mut() {
+                Some((m, v)) if *m == k => f(k, v, theirs),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = Sig> + '_ {
         self.0.iter().map(|(k, _)| *k)
     }
@@ -132,6 +147,48 @@ impl<'de> serde::Deserialize<'de> for Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_shared_visits_the_signals_both_have_in_order() {
+        let all: Vec<Sig> = crate::model::signal::CATALOG
+            .iter()
+            .map(|i| i.sig)
+            .collect();
+        let mine: Signals = [(all[1], 1.0), (all[3], 3.0), (all[4], 4.0), (all[7], 7.0)]
+            .into_iter()
+            .collect();
+        let theirs: Signals = [
+            (all[0], 0.5),
+            (all[3], 30.0),
+            (all[5], 50.0),
+            (all[7], 70.0),
+        ]
+        .into_iter()
+        .collect();
+        let mut mine2 = mine.clone();
+        let mut seen = Vec::new();
+        mine2.each_shared(&theirs, |k, v, t| {
+            seen.push((k, *v, t));
+            *v += t;
+        });
+        assert_eq!(seen, [(all[3], 3.0, 30.0), (all[7], 7.0, 70.0)]);
+        assert_eq!(mine2.get(all[3]), Some(33.0));
+        assert_eq!(mine2.get(all[7]), Some(77.0));
+        assert_eq!(mine2.get(all[1]), Some(1.0));
+        // What a search per signal finds, for any two lists.
+        let mut none = Signals::new();
+        none.each_shared(&theirs, |_, _, _| panic!("nothing shared"));
+        let mut by_search = Vec::new();
+        for (k, t) in theirs.iter() {
+            if let Some(v) = mine.get(k) {
+                by_search.push((k, v, t));
+            }
+        }
+        let mut by_walk = Vec::new();
+        mine.clone()
+            .each_shared(&theirs, |k, v, t| by_walk.push((k, *v, t)));
+        assert_eq!(by_walk, by_search);
+    }
 
     #[test]
     fn only_finite_values_get_in() {

@@ -191,27 +191,29 @@ impl Marks {
 /// `f` has [`RECOMPUTED`] as one of those rates (it is then written whole).
 pub fn mark(basis: &Basis, f: &mut Frame) -> Option<Marks> {
     let predicted = predicted(basis, f, Recomputed::WRITTEN);
-    let holds_mark =
-        |have: &Signals, p: &Signals| p.iter().any(|(k, _)| have.get(k) == Some(RECOMPUTED));
-    for (r, (sig, sockets)) in f.ranks.iter().zip(&predicted) {
-        if holds_mark(&r.signals, sig)
+    let holds_mark = |have: &mut Signals, p: &Signals| {
+        let mut found = false;
+        have.each_shared(p, |_, v, _| found |= *v == RECOMPUTED);
+        found
+    };
+    for (r, (sig, sockets)) in f.ranks.iter_mut().zip(&predicted) {
+        if holds_mark(&mut r.signals, sig)
             || r.sockets
-                .iter()
+                .iter_mut()
                 .zip(sockets)
-                .any(|(s, p)| holds_mark(&s.signals, p))
+                .any(|(s, p)| holds_mark(&mut s.signals, p))
         {
             return None;
         }
     }
     let mut marks = Marks::default();
     let mut put = |have: &mut Signals, p: &Signals, at: (usize, Option<usize>)| {
-        for (k, pv) in p.iter() {
-            let Some(v) = have.get(k) else { continue };
-            if digits::round(v).to_bits() == digits::round(pv).to_bits() {
-                have.set(k, RECOMPUTED);
-                marks.0.push((at.0, at.1, k, v));
+        have.each_shared(p, |k, v, pv| {
+            if digits::round(*v).to_bits() == digits::round(pv).to_bits() {
+                marks.0.push((at.0, at.1, k, *v));
+                *v = RECOMPUTED;
             }
-        }
+        });
     };
     for (i, (r, (sig, sockets))) in f.ranks.iter_mut().zip(&predicted).enumerate() {
         put(&mut r.signals, sig, (i, None));
