@@ -9,7 +9,7 @@ use super::{Hinted, SamplerConfig};
 use crate::model::ProcKey;
 use crate::model::{Event, EventKind, Labels};
 use crate::sources::discovery::{discover_skipping, numbers_pids_globally, Role, Watched};
-use crate::sources::tasks::{Placement, RowsByTgid};
+use crate::sources::tasks::{leader, Placement, RowsByTgid};
 use crate::sources::Roots;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -177,7 +177,7 @@ impl WatchList {
         for w in self.watched.iter_mut().filter(|w| w.role == Role::Rank) {
             let seen = rows
                 .and_then(|r| r.get(&w.key.pid))
-                .and_then(|rows| crate::sources::tasks::leader(rows))
+                .and_then(|rows| leader(rows))
                 .filter(|r| r.start_ticks == w.key.start_time)
                 .and_then(|r| r.process.placement);
             let Some(now) = seen else { continue };

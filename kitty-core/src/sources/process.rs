@@ -10,7 +10,7 @@
 
 use super::sched::parse_nr_migrations;
 use super::status::{read_status, StatusFields};
-use super::tasks::{FdInventory, TaskRow};
+use super::tasks::{self, FdInventory, TaskRow};
 use procfs::process::{Io, Schedstat, Stat};
 use procfs::FromRead;
 use std::collections::BTreeMap;
@@ -246,7 +246,7 @@ fn status_beside(
 /// on every tick the rows allow, so a rate never mixes the two ways.
 fn from_rows(dir: &Path, reuse: &Reuse, page_size: u64) -> Option<Result<ProcSample, ReadError>> {
     let (rows, start) = (reuse.tasks?, reuse.start_time?);
-    let leader = crate::sources::tasks::leader(rows)?;
+    let leader = tasks::leader(rows)?;
     if rows.iter().any(|r| r.start_ticks != start) {
         return None;
     }
@@ -368,7 +368,7 @@ fn threads_from_rows(sample: &mut ProcSample, rows: &[TaskRow]) {
 /// The open fds the leader's task row counted (rows already known to be
 /// this process's), if it could.
 fn leader_fd_count(rows: &[TaskRow]) -> Option<u64> {
-    crate::sources::tasks::leader(rows).and_then(|l| l.process.open_fds)
+    tasks::leader(rows).and_then(|l| l.process.open_fds)
 }
 
 /// Number of open fds from stat(/proc/<pid>/fd).st_size (Linux 6.2+; 0 before).

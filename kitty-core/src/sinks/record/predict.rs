@@ -191,24 +191,13 @@ impl Marks {
 /// `f` has [`RECOMPUTED`] as one of those rates (it is then written whole).
 pub fn mark(basis: &Basis, f: &mut Frame) -> Option<Marks> {
     let predicted = predicted(basis, f, Recomputed::WRITTEN);
-    let holds_mark = |have: &mut Signals, p: &Signals| {
-        let mut found = false;
-        have.each_shared(p, |_, v, _| found |= *v == RECOMPUTED);
-        found
-    };
-    for (r, (sig, sockets)) in f.ranks.iter_mut().zip(&predicted) {
-        if holds_mark(&mut r.signals, sig)
-            || r.sockets
-                .iter_mut()
-                .zip(sockets)
-                .any(|(s, p)| holds_mark(&mut s.signals, p))
-        {
-            return None;
-        }
-    }
     let mut marks = Marks::default();
+    // One walk: a frame already holding the mark where a rate would be
+    // recomputed is found on the way and put back as it was.
+    let mut held = false;
     let mut put = |have: &mut Signals, p: &Signals, at: (usize, Option<usize>)| {
         have.each_shared(p, |k, v, pv| {
+            held |= *v == RECOMPUTED;
             if digits::round(*v).to_bits() == digits::round(pv).to_bits() {
                 marks.0.push((at.0, at.1, k, *v));
                 *v = RECOMPUTED;
@@ -220,6 +209,10 @@ pub fn mark(basis: &Basis, f: &mut Frame) -> Option<Marks> {
         for (j, (s, p)) in r.sockets.iter_mut().zip(sockets).enumerate() {
             put(&mut s.signals, p, (i, Some(j)));
         }
+    }
+    if held {
+        marks.restore(f);
+        return None;
     }
     Some(marks)
 }
@@ -361,6 +354,10 @@ mod tests {
         let mut b = sampled(&a, frame(1_500_000_000, 123_456_789, 510));
         b.ranks[0].signals.set(Sig::CpuPct, RECOMPUTED);
         assert!(strip(&Basis::of(&a), &b).is_none());
+        // In place: left as it was, the rates marked on the way put back.
+        let mut in_place = b.clone();
+        assert!(mark(&Basis::of(&a), &mut in_place).is_none());
+        assert_eq!(in_place, b);
     }
 
     /// A rank with a run-queue histogram and the percentiles the probe
