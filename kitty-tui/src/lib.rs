@@ -4,11 +4,12 @@
 //! Layers (each imports only the ones below it):
 //! `cli` (arguments) and `cmd` (one file per command) at the top; `tui`,
 //! `demo` and `pipeline` (the ordered enrichers) below; `error` (exit codes)
-//! at the bottom. Output files follow `kitty_core::sinks::files`.
+//! and `say` (lines on stderr) at the bottom. Output files follow `kitty_core::sinks::files`.
 
 pub mod cli;
 pub mod cmd;
 pub mod demo;
 pub mod error;
 pub mod pipeline;
+pub mod say;
 pub mod tui;

@@ -11,7 +11,7 @@ fn main() {
         Ok(code) => code,
         Err(e) if error::is_closed_pipe(&e) => error::CLOSED_PIPE,
         Err(e) => {
-            eprintln!("kitty-tui: {e:#}");
+            kitty_tui::say::line(format_args!("{e:#}"));
             error::code_of(&e)
         }
     };

@@ -246,3 +246,16 @@ fn export_goes_on_when_its_warnings_cannot_be_written() {
         .count();
     assert!(frames > 0 && frames < 20, "{frames} of 20 frames");
 }
+
+#[test]
+fn an_error_that_cannot_be_written_still_exits_with_its_code() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(kitty_bin())
+        .args(["replay", "/nonexistent/kitty/recording.kitty"])
+        .stderr(writer)
+        .status()
+        .unwrap();
+    // A missing file is 1; a panic writing the error was 101.
+    assert_eq!(status.code(), Some(1), "{status}");
+}

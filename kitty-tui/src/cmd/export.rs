@@ -37,7 +37,7 @@ fn stream<W: Write>(mut reader: Reader, format: Format, out: W) -> Result<W> {
     for i in 0..reader.len() {
         match reader.frame(i) {
             Ok(f) => e.frame(&f).wrap_err("export")?,
-            Err(err) => super::warn(format_args!("{err}; skipped")),
+            Err(err) => crate::say::warn(format_args!("{err}; skipped")),
         }
     }
     e.finish().wrap_err("export")

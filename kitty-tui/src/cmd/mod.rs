@@ -117,11 +117,3 @@ fn check_output(
     }
     Ok(t)
 }
-
-/// A warning on stderr. Not `eprintln!`: that panics when stderr is a pipe
-/// closed early (`kitty-tui export bad.kitty -o out.jsonl 2>&1 | head`),
-/// which would stop an export of a damaged recording half way.
-fn warn(what: impl std::fmt::Display) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "kitty-tui: warning: {what}");
-}

@@ -48,18 +48,18 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
         if !announced {
             announced = true;
             if a.off_cpu {
-                eprintln!(
-                    "kitty-tui: profiling where pid {} waits for {:.0} s (Ctrl-C stops early)",
+                crate::say::line(format_args!(
+                    "profiling where pid {} waits for {:.0} s (Ctrl-C stops early)",
                     req.pid,
                     req.duration.as_secs_f64()
-                );
+                ));
             } else {
-                eprintln!(
-                    "kitty-tui: profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
+                crate::say::line(format_args!(
+                    "profiling pid {} at {} Hz for {:.0} s (Ctrl-C stops early)",
                     req.pid,
                     req.frequency_hz,
                     req.duration.as_secs_f64()
-                );
+                ));
             }
         }
     })
@@ -83,15 +83,15 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
         }
     }
     if p.kind == kitty_core::profile::ProfileKind::OffCpu {
-        eprintln!(
-            "kitty-tui: off-CPU {:.2} s runnable (waiting for a CPU), {:.2} s blocked, over {} switches",
+        crate::say::line(format_args!(
+            "off-CPU {:.2} s runnable (waiting for a CPU), {:.2} s blocked, over {} switches",
             p.runnable_us as f64 / 1e6,
             p.blocked_us as f64 / 1e6,
             p.samples
-        );
+        ));
     }
-    eprintln!(
-        "kitty-tui: {} {} in {} stacks; lost stacks: {} user, {} kernel; {} collisions; {} dropped",
+    crate::say::line(format_args!(
+        "{} {} in {} stacks; lost stacks: {} user, {} kernel; {} collisions; {} dropped",
         if p.kind == kitty_core::profile::ProfileKind::OffCpu {
             p.stacks.iter().map(|s| s.count).sum::<u64>()
         } else {
@@ -103,12 +103,12 @@ pub fn run(a: ProfileArgs) -> Result<i32> {
         p.lost_kernel_stacks,
         p.collisions,
         p.dropped
-    );
+    ));
     for n in &p.notes {
-        eprintln!("kitty-tui: note: {n}");
+        crate::say::line(format_args!("note: {n}"));
     }
     if let Target::File(path) = &target {
-        eprintln!("kitty-tui: wrote {}", path.display());
+        crate::say::line(format_args!("wrote {}", path.display()));
     }
     Ok(crate::error::OK)
 }

@@ -47,15 +47,15 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let (n, bytes) = (writer.frames(), writer.bytes());
     writer.finish()?;
     if end == End::SourceDied {
-        eprintln!(
-            "kitty-tui: the sampling thread died; {n} frames were saved to {}",
+        crate::say::line(format_args!(
+            "the sampling thread died; {n} frames were saved to {}",
             target.describe()
-        );
+        ));
         return Ok(error::FAILURE);
     }
-    eprintln!(
-        "kitty-tui: recorded {n} frames ({bytes} bytes) to {}",
+    crate::say::line(format_args!(
+        "recorded {n} frames ({bytes} bytes) to {}",
         target.describe()
-    );
+    ));
     Ok(error::OK)
 }

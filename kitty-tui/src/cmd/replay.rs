@@ -13,7 +13,7 @@ use std::path::Path;
 pub fn open(file: &Path) -> Result<Reader> {
     let r = Reader::open(file)?;
     for w in r.warnings() {
-        super::warn(w);
+        crate::say::warn(w);
     }
     Ok(r)
 }
@@ -82,7 +82,7 @@ fn dump(mut r: Reader) -> Result<i32> {
                     writeln!(out, "  EVENT {}", e.message)?;
                 }
             }
-            Err(e) => super::warn(format_args!("{e}; skipped")),
+            Err(e) => crate::say::warn(format_args!("{e}; skipped")),
         }
     }
     out.flush()?;

@@ -41,7 +41,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let listener = std::net::TcpListener::bind(listen)
         .wrap_err_with(|| format!("cannot listen on {listen}"))?;
     listener.set_nonblocking(true)?;
-    eprintln!("kitty-tui: serving /metrics, /healthz and /api/snapshot on http://{listen}");
+    crate::say::line(format_args!(
+        "serving /metrics, /healthz and /api/snapshot on http://{listen}"
+    ));
     let shared = Arc::new(RwLock::new(Rendered::default()));
     let stop = super::stop_flag();
     let p = pipeline::build(&a.sampling, &cfg);

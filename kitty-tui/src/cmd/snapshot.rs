@@ -46,7 +46,7 @@ pub fn run_with(
             events.extend(f.events.iter().cloned());
             if let Some(w) = writer.as_mut() {
                 if let Err(e) = w.append_in_place(&mut f) {
-                    eprintln!("kitty-tui: recording stopped: {e}");
+                    crate::say::line(format_args!("recording stopped: {e}"));
                     writer = None;
                 }
             }

@@ -51,7 +51,7 @@ impl NetFault {
                 _ => Ok(()),
             };
             if let Err(e) = r {
-                eprintln!("kitty-tui demo: could not inject the fault: {e}");
+                crate::say::line(format_args!("demo: could not inject the fault: {e}"));
             }
         });
         self

@@ -91,7 +91,7 @@ pub fn run_live(
             if let Some(w) = writer.as_mut() {
                 if let Err(e) = w.append_in_place(&mut f) {
                     let _ = ftx.send(Msg::SourceDied);
-                    eprintln!("kitty-tui: recording stopped: {e}");
+                    crate::say::line(format_args!("recording stopped: {e}"));
                     writer = None;
                 }
             }
