@@ -2,6 +2,8 @@
 //! command, and turns every error into one line on stderr and its exit
 //! status (see `error`).
 
+mod alloc;
+
 use clap::Parser;
 use kitty_tui::{cli, cmd, error};
 
