@@ -249,6 +249,29 @@ mod tests {
         assert!(step(&mut a, &[1.0, 1.0, 1.0, 1.0]).verdicts.is_empty());
     }
 
+    #[test]
+    fn a_verdict_whose_signal_went_away_starts_over() {
+        let mut a = Analysis::default();
+        let mut t = 0.0;
+        let mut step = |a: &mut Analysis, vals: &[f64], gone: bool| {
+            let mut f = frame(t, vals);
+            if gone {
+                // Rank 2 without the signal this tick (a source lost).
+                f.ranks[2].signals = Signals::new();
+            }
+            a.apply(&mut f);
+            t += 0.5;
+            f.verdicts.len()
+        };
+        let starved = [0.5, 0.4, 120.0, 0.6];
+        let raised: Vec<usize> = (0..3).map(|_| step(&mut a, &starved, false)).collect();
+        assert_eq!(raised, [0, 0, 1]);
+        assert_eq!(step(&mut a, &starved, true), 0);
+        // Its streak was forgotten with it: it must stand out for 1 s again.
+        let again: Vec<usize> = (0..3).map(|_| step(&mut a, &starved, false)).collect();
+        assert_eq!(again, [0, 0, 1]);
+    }
+
     /// A 4-rank ring (i sends to i+1) where rank 2 is starved of CPU and
     /// rank 1, which sends to it, retransmits on that connection.
     fn starved_ring(t_s: f64) -> Frame {
