@@ -4,11 +4,12 @@
 //! `record` builds and drops a frame's worth of small vectors and strings
 //! every tick; glibc's allocator spent ~14 % of its CPU on them (mostly
 //! merging freed chunks before a larger request). mimalloc's per-thread
-//! free lists by size took 4-8 % off a sample (`scripts/record-ab.sh`).
+//! free lists by size took 5-7 % off a sample (`scripts/record-pair.sh`).
 //! At its defaults it kept what the probes' start-up freed (its arena is
-//! committed up front and purged late): 26 MB resident in steady state
-//! against glibc's 14. Committed as used and purged at once, it holds 15
-//! MB, and its peak is 26 MB against glibc's 34.
+//! committed up front, and a purge does not give committed arena pages
+//! back): 26 MB resident in steady state against glibc's 14. Committed as
+//! used and purged at once, it holds 15-16 MB, and its peak is 27 MB
+//! against glibc's 34.
 
 use libmimalloc_sys::{mi_option_set, mi_option_t};
 

@@ -82,29 +82,43 @@ fn p_profiles_the_selected_rank_into_a_flame_view() {
         return;
     };
     t.wait_for(&|s| s.contains("rank 2: run-queue"), 25);
-    // The straggler sorts first: profile it, as a user would. (Its peers
-    // do a third of its work on a 2-CPU machine, ~1 % of a CPU: a handful
-    // of samples in 5 s.)
-    t.keys(&["p"]);
-    let gauge = t.wait_for(&|s| s.contains("Esc cancels"), 5);
-    assert!(gauge.contains("profiling"), "no gauge:\n{gauge}");
-    let flame = t.wait_for(&|s| s.contains("samples · 99 Hz"), 15);
-    assert!(
-        flame.contains(" on-CPU  off-CPU "),
-        "no flame view:\n{flame}"
-    );
-    // The rank's compute loop is in the graph: search for it.
-    t.keys(&["/"]);
-    t.keys(&["compute_phase"]);
-    t.keys(&["Enter"]);
-    let found = t.wait_for(&|s| s.contains("/compute_phase: "), 5);
-    let share: f64 = found
-        .split("/compute_phase: ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    assert!(share > 0.0, "compute_phase not in the profile:\n{found}");
+    // The straggler sorts first: profile it, as a user would (its peers do
+    // a third of its work on a 2-CPU machine, ~1 % of a CPU: a handful of
+    // samples in 5 s), and search the graph for its compute loop. That is
+    // about a third of its samples here, and the starved rank gets ~10 in
+    // 5 s: a CI run had all 11 in its receive and reduce (~1 % of runs).
+    // So up to three profiles, each taken again as a user would (Esc
+    // clears the search, Esc leaves the view, p).
+    let mut found = String::new();
+    let mut share = 0.0;
+    for attempt in 0..3 {
+        if attempt > 0 {
+            t.keys(&["Escape"]);
+            t.keys(&["Escape"]);
+        }
+        t.keys(&["p"]);
+        let gauge = t.wait_for(&|s| s.contains("Esc cancels"), 5);
+        assert!(gauge.contains("profiling"), "no gauge:\n{gauge}");
+        let flame = t.wait_for(&|s| s.contains("samples · 99 Hz"), 15);
+        assert!(
+            flame.contains(" on-CPU  off-CPU "),
+            "no flame view:\n{flame}"
+        );
+        t.keys(&["/"]);
+        t.keys(&["compute_phase"]);
+        t.keys(&["Enter"]);
+        found = t.wait_for(&|s| s.contains("/compute_phase: "), 5);
+        share = found
+            .split("/compute_phase: ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if share > 0.0 {
+            break;
+        }
+    }
+    assert!(share > 0.0, "compute_phase not in three profiles:\n{found}");
     t.keys(&["Escape"]); // clears the search
                          // w writes folded + SVG and says where.
     t.keys(&["w"]);

@@ -26,9 +26,10 @@ struct Track {
     raised: bool,
     /// Over the ticks the rank stood out in this streak: sums and peak.
     window: Window,
-    /// The judgement that last saw it: one its rank or signal left is
-    /// dropped at the end of the next (a stamp, not a set of each tick's
-    /// keys: ~200 hashes a tick fewer for 8 ranks and 25 rules).
+    /// The judgement that last saw it: a track the current one did not
+    /// see (its rank or signal gone) is dropped at its end. A stamp rather
+    /// than a set of each tick's keys: ~400 hashes a tick fewer for 8 ranks
+    /// and 25 rules.
     judged: u64,
 }
 
