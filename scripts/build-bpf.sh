@@ -5,6 +5,10 @@
 # (needed for CO-RE) kept.
 # `--check` rebuilds into a temporary directory and fails if a committed
 # object differs from what its source gives.
+# Each directory's `bpf.sha256` lists its sources', headers' and objects'
+# checksums as of the last build: a source edited without a rebuild fails
+# `--check` even where the object would come out byte for byte the same (a
+# comment), and the rebuild's commit then shows in the list.
 set -eu
 CLANG=${CLANG:-clang-19}
 STRIP=${STRIP:-llvm-strip-19}
@@ -33,6 +37,17 @@ for src in "$root"/kitty-probe-ebpf/src/bpf/*.bpf.c "$root"/tests/faultlab/src/b
         mv "$tmp" "$out"
         chmod 644 "$out"
         echo "built ${out#$root/} ($(stat -c %s "$out") bytes)"
+    fi
+done
+for dir in "$root"/kitty-probe-ebpf/src/bpf "$root"/tests/faultlab/src/bpf; do
+    list=$(cd "$dir" && sha256sum $(LC_ALL=C ls *.h *.bpf.c *.bpf.o 2>/dev/null))
+    if [ $check = 1 ]; then
+        if [ "$list" != "$(cat "$dir/bpf.sha256" 2>/dev/null)" ]; then
+            echo "BPF sources changed since the last build: ${dir#$root/} (run: just ebpf)" >&2
+            status=1
+        fi
+    else
+        echo "$list" > "$dir/bpf.sha256"
     fi
 done
 exit $status
