@@ -10,19 +10,11 @@ cd "$(dirname "$0")/.."
 DURATION=${1:-60}
 cargo build -q --release -p kitty-tui
 BIN=target/release/kitty-tui
-PORTS=$(python3 -c 'import socket
-s=[socket.socket() for _ in range(8)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(",".join(str(x.getsockname()[1]) for x in s))')
-PIDS=()
-for r in $(seq 0 7); do
-  KITTY_WATCH=1 RANK=$r JOB_NAME=anchor $BIN demo-rank --rank "$r" --world 8 --ports "$PORTS" >/dev/null 2>&1 &
-  PIDS+=($!)
-done
+source scripts/ring-job.sh
+start_ring $BIN anchor
 DIR=$(mktemp -d)
-trap 'kill ${PIDS[*]} 2>/dev/null || true; rm -rf "$DIR"' EXIT
-sleep 1
-python3 scripts/anchor-sampler.py --pids "$(IFS=,; echo "${PIDS[*]}")" --interval 0.5 \
+trap 'stop_ring; rm -rf "$DIR"' EXIT
+python3 scripts/anchor-sampler.py --pids "$(IFS=,; echo "${RING_PIDS[*]}")" --interval 0.5 \
   --out "$DIR/anchor.jsonl" --duration "$DURATION" &
 PY=$!
 $BIN record -o "$DIR/kitty.kitty" --interval 500ms --duration "${DURATION}s" "${@:2}" 2>/dev/null &

@@ -12,21 +12,12 @@ cd "$(dirname "$0")/.."
 OLD=$1 NEW=$2
 ROUNDS=${3:-5} DURATION=${4:-40}
 (( DURATION >= 10 )) || { echo "DURATION: at least 10 s" >&2; exit 2; }
-PORTS=$(python3 -c 'import socket
-s=[socket.socket() for _ in range(8)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(",".join(str(x.getsockname()[1]) for x in s))')
-PIDS=()
-for r in $(seq 0 7); do
-  KITTY_WATCH=1 RANK=$r JOB_NAME=ab "$NEW" demo-rank --rank "$r" --world 8 --ports "$PORTS" >/dev/null 2>&1 &
-  PIDS+=($!)
-done
+source scripts/ring-job.sh
+start_ring "$NEW" ab
 DIR=$(mktemp -d)
-trap 'kill ${PIDS[*]} 2>/dev/null || true; rm -rf "$DIR"' EXIT
-sleep 1
-# CPU time of a live process's threads, ns; of its main thread (where
+trap 'stop_ring; rm -rf "$DIR"' EXIT
+# CPU time of a live process's main thread (where
 # `record` encodes and writes frames: the recorder's share on its own).
-ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
 main_ns() { awk '{print $1}' /proc/"$1"/task/"$1"/schedstat 2>/dev/null; }
 declare -A SUM=([old]=0 [new]=0) MAIN=([old]=0 [new]=0)
 for i in $(seq "$ROUNDS"); do
@@ -35,8 +26,8 @@ for i in $(seq "$ROUNDS"); do
     "$bin" record -o "$DIR/$which.kitty" --interval 500ms --duration "${DURATION}s" "${@:5}" 2>/dev/null &
     rec=$!
     # Steady state: from 5 s (the probes loaded) to 1 s before the end.
-    sleep 5; t0=$(ns $rec); m0=$(main_ns $rec)
-    sleep $((DURATION - 6)); t1=$(ns $rec); m1=$(main_ns $rec)
+    sleep 5; t0=$(cpu_ns $rec); m0=$(main_ns $rec)
+    sleep $((DURATION - 6)); t1=$(cpu_ns $rec); m1=$(main_ns $rec)
     wait $rec || true
     ms=$(python3 -c "print(f'{($t1 - $t0) / 1e6 / (($DURATION - 6) * 2):.3f}')")
     mm=$(python3 -c "print(f'{($m1 - $m0) / 1e6 / (($DURATION - 6) * 2):.3f}')")

@@ -6,17 +6,9 @@ cd "$(dirname "$0")/.."
 DURATION=${1:-60}
 cargo build -q --release -p kitty-tui
 BIN=target/release/kitty-tui
-PORTS=$(python3 -c 'import socket
-s=[socket.socket() for _ in range(8)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(",".join(str(x.getsockname()[1]) for x in s))')
-PIDS=()
-for r in $(seq 0 7); do
-  KITTY_WATCH=1 RANK=$r JOB_NAME=bench $BIN demo-rank --rank "$r" --world 8 --ports "$PORTS" >/dev/null 2>&1 &
-  PIDS+=($!)
-done
-trap 'kill ${PIDS[*]} 2>/dev/null || true' EXIT
-sleep 1
+source scripts/ring-job.sh
+start_ring $BIN bench
+trap stop_ring EXIT
 OUT=$(mktemp -d)/bench.kitty
 # Extra arguments go to `record` (e.g. --no-ebpf). Steady state: the CPU
 # between 5 s and DURATION-1 s, after loading the BPF programs (~0.25 s of

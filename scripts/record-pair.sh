@@ -10,28 +10,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$1 B=$2
 ROUNDS=${3:-4} DURATION=${4:-30}
-PORTS=$(python3 -c 'import socket
-s=[socket.socket() for _ in range(8)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(",".join(str(x.getsockname()[1]) for x in s))')
-PIDS=()
-for r in $(seq 0 7); do
-  KITTY_WATCH=1 RANK=$r JOB_NAME=pair "$B" demo-rank --rank "$r" --world 8 --ports "$PORTS" >/dev/null 2>&1 &
-  PIDS+=($!)
-done
+source scripts/ring-job.sh
+start_ring "$B" pair
 DIR=$(mktemp -d)
-trap 'kill ${PIDS[*]} 2>/dev/null || true; rm -rf "$DIR"' EXIT
-sleep 1
-ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
+trap 'stop_ring; rm -rf "$DIR"' EXIT
 for r in $(seq "$ROUNDS"); do
   "$A" record -o "$DIR/a.kitty" --interval 500ms --duration "$((DURATION + 8))s" 2>/dev/null &
   PA=$!
   "$B" record -o "$DIR/b.kitty" --interval 500ms --duration "$((DURATION + 8))s" 2>/dev/null &
   PB=$!
   sleep 5
-  A0=$(ns $PA) B0=$(ns $PB)
+  A0=$(cpu_ns $PA) B0=$(cpu_ns $PB)
   sleep "$DURATION"
-  A1=$(ns $PA) B1=$(ns $PB)
+  A1=$(cpu_ns $PA) B1=$(cpu_ns $PB)
   wait $PA $PB || true
   python3 -c "
 a = ($A1 - $A0) / 1e6 / ($DURATION * 2); b = ($B1 - $B0) / 1e6 / ($DURATION * 2)
