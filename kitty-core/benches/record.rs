@@ -27,10 +27,12 @@ fn bench(c: &mut Criterion) {
     }
     let per_min = (w.bytes() - start) as f64 / frames.len() as f64 * 120.0 / 1024.0;
     eprintln!(
-        "{} frames of {}: {per_min:.0} KB per minute at 500 ms in format {MAJOR} (as read: {:.0})",
+        "{} frames of {}: {per_min:.0} KB per minute at 500 ms in format {MAJOR} (as read: {:.0}); \
+         {} deltas written from the frames' types",
         frames.len(),
         fixture.display(),
-        std::fs::metadata(&fixture).unwrap().len() as f64 / frames.len() as f64 * 120.0 / 1024.0
+        std::fs::metadata(&fixture).unwrap().len() as f64 / frames.len() as f64 * 120.0 / 1024.0,
+        w.typed_deltas()
     );
     let mut n = 0;
     c.bench_function("append a frame of a 3-rank job", |b| {

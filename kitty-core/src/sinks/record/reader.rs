@@ -58,7 +58,7 @@ struct Decoded {
     index: usize,
     /// The frame (a format 4 to 6 delta's left-out values put back).
     frame: Frame,
-    shape: serde_json::Value,
+    shape: std::sync::Arc<columns::Shape>,
     /// Its values by column: what the next frame's are paired with.
     cols: columns::Columns,
     /// What the next record is decompressed with.

@@ -136,7 +136,7 @@ impl Writer {
             Some(body) => body,
             None => {
                 let json = digits::to_vec(frame).expect("frames serialize");
-                self.columns.key(&json);
+                self.columns.key_of(frame, &json);
                 json
             }
         };
@@ -186,6 +186,12 @@ impl Writer {
 
     pub fn frames(&self) -> u64 {
         self.frames
+    }
+
+    /// Deltas whose values were written from the frame's types (its shape
+    /// was the one before's), of [`Writer::frames`].
+    pub fn typed_deltas(&self) -> u64 {
+        self.columns.typed_deltas()
     }
 
     pub fn bytes(&self) -> u64 {

@@ -368,7 +368,7 @@ impl Formatter for &mut FlatFormatter<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::flatten;
     use super::*;
     use crate::sinks::record::{digits, Reader};
@@ -442,7 +442,8 @@ mod tests {
         same_as_the_scan(&vec![f64::NAN, f64::INFINITY, 1.0]).unwrap();
     }
 
-    fn value() -> impl Strategy<Value = Value> {
+    /// Any JSON value, histograms on the grid and near it among them.
+    pub(in crate::sinks::record::columns) fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
