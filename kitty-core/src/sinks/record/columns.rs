@@ -7,8 +7,10 @@
 //! keys (measured on an 8-rank job: 535 -> ~370 KB per minute with zstd).
 
 mod flat_writer;
+mod layout;
 mod leaf_writer;
 
+use layout::Layout;
 use leaf_writer::Outline;
 
 use crate::model::grid;
@@ -76,8 +78,9 @@ pub struct Encoder {
     outline: Outline,
     prev_outline: Outline,
     prev_outline_known: bool,
-    /// Every delta by its JSON (what the tests hold the typed pass to).
-    json_only: bool,
+    /// Every delta by its JSON, its columns gathered value by value: the
+    /// reference the tests hold the typed pass and the layout to.
+    reference: bool,
     /// Deltas written by the typed pass.
     typed_deltas: u64,
     /// Where shapes change frame after frame (a node's events or flows
@@ -91,12 +94,21 @@ pub struct Encoder {
     rest: u32,
     /// Typed passes run (tests).
     passes: u64,
+    /// While the shape stays, where its values go in a body (laid out by
+    /// the first frame of the shape, encoded value by value).
+    layout: Layout,
+    laid_out: bool,
+    /// `prev_vals` no longer holds the last frame's values (the layout
+    /// wrote it): rebuilt from its leaves when a new shape needs them.
+    prev_vals_stale: bool,
 }
 
 impl Encoder {
     /// A keyframe was written: the next delta is encoded against it.
     pub fn key(&mut self, json: &[u8]) {
         self.prev_outline_known = false;
+        self.laid_out = false;
+        self.prev_vals_stale = false;
         self.prev_json.clear();
         let mut prev = std::mem::take(&mut self.prev);
         self.has_prev = flatten_into(&mut prev, json);
@@ -164,7 +176,7 @@ impl Encoder {
         // Only when that differs is the frame's JSON written and taken
         // apart (the typed pass's values, written into the same buffers,
         // are then written over).
-        let try_typed = !self.json_only && self.rest == 0;
+        let try_typed = !self.reference && self.rest == 0;
         self.passes += try_typed as u64;
         let typed =
             try_typed && leaf_writer::write_leaves(frame, &mut json, &mut cur, &mut self.outline);
@@ -199,7 +211,10 @@ impl Encoder {
             }
             cur.shape == self.prev.shape
         };
-        let body = self.encode(cur, &json, same);
+        let body = match same && self.laid_out && !self.reference {
+            true => self.encode_laid_out(cur, &json),
+            false => self.encode(cur, &json, same),
+        };
         // This frame's text is what the next one is paired with (its
         // buffer swapped in, not copied), and its outline too.
         self.cur_json = std::mem::replace(&mut self.prev_json, json);
@@ -239,6 +254,12 @@ impl Encoder {
     /// third rank's CPU): the reader pairs them the same way.
     fn encode(&mut self, mut cur: Flat, json: &[u8], same: bool) -> Vec<u8> {
         let prev = std::mem::take(&mut self.prev);
+        if std::mem::take(&mut self.prev_vals_stale) {
+            self.prev_vals.iter_mut().for_each(Vec::clear);
+            for leaf in &prev.leaves {
+                self.prev_vals[leaf.col].push(leaf.lit.clone());
+            }
+        }
         // Consecutive frames often have one shape: the columns of their
         // values are then known by position; else by their field paths.
         self.shape_changed = !same;
@@ -304,6 +325,24 @@ impl Encoder {
         }
         body.extend_from_slice(b"]]");
         std::mem::swap(&mut self.prev_vals, &mut self.cur_vals);
+        self.layout
+            .lay_out(&self.order, self.names.len(), &cur.leaves);
+        self.laid_out = true;
+        (self.cur, self.prev) = (prev, cur);
+        body
+    }
+
+    /// [`Encoder::encode`] of a frame shaped like the last one, laid out.
+    fn encode_laid_out(&mut self, mut cur: Flat, json: &[u8]) -> Vec<u8> {
+        let prev = std::mem::take(&mut self.prev);
+        self.shape_changed = false;
+        for (c, p) in cur.leaves.iter_mut().zip(&prev.leaves) {
+            c.col = p.col;
+        }
+        let body = self
+            .layout
+            .body(&cur.leaves, json, &prev.leaves, &self.prev_json);
+        self.prev_vals_stale = true;
         (self.cur, self.prev) = (prev, cur);
         body
     }

@@ -575,7 +575,7 @@ mod tests {
         let key = digits::to_vec(&frames[0]).unwrap();
         let mut typed = Encoder::default();
         let mut json = Encoder {
-            json_only: true,
+            reference: true,
             ..Encoder::default()
         };
         typed.key_of(&frames[0], &key);
