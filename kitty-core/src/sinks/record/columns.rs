@@ -11,7 +11,7 @@ mod layout;
 mod leaf_writer;
 
 use layout::Layout;
-use leaf_writer::Outline;
+use leaf_writer::TypedPass;
 
 use crate::model::grid;
 use serde_json::{Map, Number, Value};
@@ -74,26 +74,12 @@ pub struct Encoder {
     /// Whether the last delta's shape was new: the next one is then
     /// taken apart with its field paths.
     shape_changed: bool,
-    /// This frame's outline, and the last frame's (when it was taken).
-    outline: Outline,
-    prev_outline: Outline,
-    prev_outline_known: bool,
+    /// Writes a frame's values from its types when its shape is the last
+    /// one's.
+    typed: TypedPass,
     /// Every delta by its JSON, its columns gathered value by value: the
     /// reference the tests hold the typed pass and the layout to.
     reference: bool,
-    /// Deltas written by the typed pass.
-    typed_deltas: u64,
-    /// Where shapes change frame after frame (a node's events or flows
-    /// churning), the typed pass is wasted work before the JSON pass
-    /// (+17 % an append, measured on a fixture that changes every frame):
-    /// from the second miss in a row it rests 1, 3, 7, then 15 frames,
-    /// then tries two frames in a row again. Shapes that stopped changing
-    /// are back on it within 17 frames; shapes that never stay cost it 2
-    /// frames in 17.
-    misses: u32,
-    rest: u32,
-    /// Typed passes run (tests).
-    passes: u64,
     /// While the shape stays, where its values go in a body (laid out by
     /// the first frame of the shape, encoded value by value).
     layout: Layout,
@@ -106,7 +92,7 @@ pub struct Encoder {
 impl Encoder {
     /// A keyframe was written: the next delta is encoded against it.
     pub fn key(&mut self, json: &[u8]) {
-        self.prev_outline_known = false;
+        self.typed.forget();
         self.laid_out = false;
         self.prev_vals_stale = false;
         self.prev_json.clear();
@@ -131,15 +117,16 @@ impl Encoder {
             std::mem::take(&mut self.cur_json),
             std::mem::take(&mut self.cur),
         );
-        self.prev_outline_known = self.has_prev
-            && leaf_writer::write_leaves(frame, &mut lits, &mut flat, &mut self.prev_outline);
+        if self.has_prev {
+            self.typed.key(frame, &mut lits, &mut flat);
+        }
         (self.cur_json, self.cur) = (lits, flat);
     }
 
     /// How many deltas the typed pass wrote (the others went by their
     /// JSON: their shape was new).
     pub fn typed_deltas(&self) -> u64 {
-        self.typed_deltas
+        self.typed.hits
     }
 
     fn assign_columns(&mut self, f: &mut Flat) {
@@ -176,23 +163,10 @@ impl Encoder {
         // Only when that differs is the frame's JSON written and taken
         // apart (the typed pass's values, written into the same buffers,
         // are then written over).
-        let try_typed = !self.reference && self.rest == 0;
-        self.passes += try_typed as u64;
-        let typed =
-            try_typed && leaf_writer::write_leaves(frame, &mut json, &mut cur, &mut self.outline);
-        self.rest = self.rest.saturating_sub(1);
-        let compared = typed && self.prev_outline_known;
-        let outlined = compared && self.outline == self.prev_outline;
-        if outlined {
-            self.misses = 0;
-        } else if compared {
-            self.misses += 1;
-            self.rest = (1 << (self.misses - 1).min(4)) - 1;
-        }
+        let outlined = !self.reference && self.typed.write(frame, &mut json, &mut cur);
         let same = if outlined {
             // The shape passes on; the typed pass's scratch is kept.
             std::mem::swap(&mut cur.shape, &mut self.prev.shape);
-            self.typed_deltas += 1;
             true
         } else {
             // While shapes change: field paths (what a new shape's columns
@@ -205,7 +179,7 @@ impl Encoder {
                 && (paths || cur.shape == self.prev.shape || flatten_into(&mut cur, &json));
             if !written {
                 self.has_prev = false;
-                self.prev_outline_known = false;
+                self.typed.forget();
                 (self.cur, self.cur_json) = (cur, json);
                 return None;
             }
@@ -216,10 +190,8 @@ impl Encoder {
             false => self.encode(cur, &json, same),
         };
         // This frame's text is what the next one is paired with (its
-        // buffer swapped in, not copied), and its outline too.
+        // buffer swapped in, not copied).
         self.cur_json = std::mem::replace(&mut self.prev_json, json);
-        std::mem::swap(&mut self.outline, &mut self.prev_outline);
-        self.prev_outline_known = typed;
         Some(body)
     }
 
@@ -231,7 +203,7 @@ impl Encoder {
         if !self.has_prev {
             return None;
         }
-        self.prev_outline_known = false;
+        self.typed.forget();
         let mut cur = std::mem::take(&mut self.cur);
         if !flatten_into(&mut cur, json) {
             self.has_prev = false;

@@ -24,11 +24,79 @@ use std::fmt;
 /// and each array whose text was scanned, in full. Nothing is hashed, so
 /// no key a watched process chooses can make two shapes look the same.
 #[derive(Default, Debug, PartialEq)]
-pub(super) struct Outline {
+struct Outline {
     events: Vec<u64>,
     /// Map keys' texts and scanned arrays' shapes, their lengths in
     /// `events`.
     bytes: Vec<u8>,
+}
+
+/// The typed pass from frame to frame: the last frame's outline, what a
+/// frame's is compared with, and how long the pass rests while shapes
+/// churn.
+#[derive(Default)]
+pub(super) struct TypedPass {
+    outline: Outline,
+    prev: Outline,
+    /// Whether `prev` is the last frame's outline.
+    prev_known: bool,
+    /// Where shapes change frame after frame (a node's events or flows
+    /// churning), the pass is wasted work before the JSON pass (+17 % an
+    /// append, measured on a fixture that changes every frame): from the
+    /// second miss in a row it rests 1, 3, 7, then 15 frames, then tries
+    /// two frames in a row again. Shapes that stopped changing are back on
+    /// it within 17 frames; shapes that never stay cost it 2 frames in 17.
+    misses: u32,
+    rest: u32,
+    /// Passes run, and frames they wrote (shaped like the one before).
+    pub(super) runs: u64,
+    pub(super) hits: u64,
+}
+
+impl TypedPass {
+    /// `frame` starts a keyframe group: its outline is what the next
+    /// frame's is compared with (`lits` and `flat` are scratch).
+    pub(super) fn key<T: Serialize + ?Sized>(
+        &mut self,
+        frame: &T,
+        lits: &mut Vec<u8>,
+        flat: &mut Flat,
+    ) {
+        self.prev_known = write_leaves(frame, lits, flat, &mut self.prev);
+    }
+
+    /// What comes next is compared with nothing (a keyframe written by
+    /// its JSON alone, a frame that failed).
+    pub(super) fn forget(&mut self) {
+        self.prev_known = false;
+    }
+
+    /// True when `frame` is shaped like the last frame: its values are
+    /// then in `lits` and `flat.leaves` (as [`write_leaves`] writes them).
+    /// Either way `frame` is the last frame from now on.
+    pub(super) fn write<T: Serialize + ?Sized>(
+        &mut self,
+        frame: &T,
+        lits: &mut Vec<u8>,
+        flat: &mut Flat,
+    ) -> bool {
+        let run = self.rest == 0;
+        self.rest = self.rest.saturating_sub(1);
+        self.runs += run as u64;
+        let written = run && write_leaves(frame, lits, flat, &mut self.outline);
+        let compared = written && self.prev_known;
+        let same = compared && self.outline == self.prev;
+        if same {
+            self.misses = 0;
+            self.hits += 1;
+        } else if compared {
+            self.misses += 1;
+            self.rest = (1 << (self.misses - 1).min(4)) - 1;
+        }
+        std::mem::swap(&mut self.outline, &mut self.prev);
+        self.prev_known = written;
+        same
+    }
 }
 
 // Events (a tag, then what it says).
@@ -55,7 +123,7 @@ const SCANNED: u64 = 8;
 /// count], ...]`, an affinity's `[[cpu, cpu]]`) is written as JSON and
 /// taken apart the way [`super::flat_writer`] takes it: one histogram
 /// leaf, or the leaves its text's scan finds.
-pub(super) fn write_leaves<T: Serialize + ?Sized>(
+fn write_leaves<T: Serialize + ?Sized>(
     value: &T,
     lits: &mut Vec<u8>,
     flat: &mut Flat,
@@ -589,8 +657,8 @@ mod tests {
                 n
             );
         }
-        prop_assert_eq!(json.typed_deltas, 0);
-        Ok((typed.typed_deltas, typed.passes))
+        prop_assert_eq!(json.typed.runs, 0);
+        Ok((typed.typed.hits, typed.typed.runs))
     }
 
     /// Every frame of every committed recording, each against the one
