@@ -3,15 +3,16 @@
 # `cargo build` needs no clang. Reproducible: compiled from each source's own
 # directory with the checkout's path mapped away, DWARF stripped, BTF
 # (needed for CO-RE) kept.
+# Each object carries the SHA-256 of its source and of the headers beside
+# it in a `.kitty.source` section (not loaded: the loader skips sections it
+# does not know), so any edit of a source, a comment included, changes its
+# object, and the rebuild shows in the object's history.
 # `--check` rebuilds into a temporary directory and fails if a committed
 # object differs from what its source gives.
-# Each directory's `bpf.sha256` lists its sources', headers' and objects'
-# checksums as of the last build: a source edited without a rebuild fails
-# `--check` even where the object would come out byte for byte the same (a
-# comment), and the rebuild's commit then shows in the list.
 set -eu
 CLANG=${CLANG:-clang-19}
 STRIP=${STRIP:-llvm-strip-19}
+OBJCOPY=${OBJCOPY:-llvm-objcopy-19}
 root=$(cd "$(dirname "$0")/.." && pwd)
 check=0
 [ "${1:-}" = "--check" ] && check=1
@@ -27,6 +28,9 @@ for src in "$root"/kitty-probe-ebpf/src/bpf/*.bpf.c "$root"/tests/faultlab/src/b
         -ffile-prefix-map="$dir"=. -fdebug-compilation-dir=. \
         -I/usr/include/$(uname -m)-linux-gnu -c "$name.c" -o "$tmp")
     "$STRIP" -g "$tmp"
+    (cd "$dir" && cat "$name.c" $(LC_ALL=C ls *.h 2>/dev/null || true) | sha256sum | cut -d' ' -f1) > "$tmp.source"
+    "$OBJCOPY" --add-section .kitty.source="$tmp.source" "$tmp"
+    rm -f "$tmp.source"
     if [ $check = 1 ]; then
         if ! cmp -s "$tmp" "$out"; then
             echo "BPF object out of date: ${out#$root/} (run: just ebpf)" >&2
@@ -37,17 +41,6 @@ for src in "$root"/kitty-probe-ebpf/src/bpf/*.bpf.c "$root"/tests/faultlab/src/b
         mv "$tmp" "$out"
         chmod 644 "$out"
         echo "built ${out#$root/} ($(stat -c %s "$out") bytes)"
-    fi
-done
-for dir in "$root"/kitty-probe-ebpf/src/bpf "$root"/tests/faultlab/src/bpf; do
-    list=$(cd "$dir" && sha256sum $(LC_ALL=C ls *.h *.bpf.c *.bpf.o 2>/dev/null))
-    if [ $check = 1 ]; then
-        if [ "$list" != "$(cat "$dir/bpf.sha256" 2>/dev/null)" ]; then
-            echo "BPF sources changed since the last build: ${dir#$root/} (run: just ebpf)" >&2
-            status=1
-        fi
-    else
-        echo "$list" > "$dir/bpf.sha256"
     fi
 done
 exit $status
