@@ -449,6 +449,14 @@ struct Flat {
 }
 
 impl Flat {
+    /// Empty (its buffers kept), to be taken apart with field paths or not.
+    fn reset(&mut self, paths: bool) {
+        self.shape.clear();
+        self.norms.clear();
+        self.leaves.clear();
+        self.paths = paths;
+    }
+
     /// A value at `lit` in the text, of the field path `path` (kept only
     /// when `paths`); not its place in the shape.
     fn add_leaf(&mut self, lit: Range<usize>, path: &[u8], hist: bool) {
@@ -480,10 +488,7 @@ struct Leaf {
 /// Takes serde's JSON of a frame apart into `flat` (its buffers kept);
 /// false for text serde did not write.
 fn flatten_into(flat: &mut Flat, json: &[u8]) -> bool {
-    flat.shape.clear();
-    flat.norms.clear();
-    flat.leaves.clear();
-    flat.paths = true;
+    flat.reset(true);
     let mut s = Scan {
         b: json,
         at: 0,

@@ -27,10 +27,7 @@ pub fn write_flat<T: serde::Serialize>(
     like: Option<&[u8]>,
 ) -> bool {
     json.clear();
-    flat.shape.clear();
-    flat.norms.clear();
-    flat.leaves.clear();
-    flat.paths = paths;
+    flat.reset(paths);
     let mut f = FlatFormatter {
         out: json,
         flat,

@@ -130,10 +130,7 @@ fn write_leaves<T: Serialize + ?Sized>(
     outline: &mut Outline,
 ) -> bool {
     lits.clear();
-    flat.shape.clear();
-    flat.norms.clear();
-    flat.leaves.clear();
-    flat.paths = false;
+    flat.reset(false);
     outline.events.clear();
     outline.bytes.clear();
     let mut w = LeafWriter {
@@ -511,34 +508,27 @@ impl ser::SerializeMap for &mut LeafWriter<'_> {
     }
 }
 
-impl ser::SerializeStruct for &mut LeafWriter<'_> {
-    type Ok = ();
-    type Error = Unsupported;
+/// A struct's fields, then the brackets its end closes (a struct variant
+/// is a struct inside the variant's object).
+macro_rules! struct_impl {
+    ($($trait:ident: $ends:expr),*) => {$(
+        impl ser::$trait for &mut LeafWriter<'_> {
+            type Ok = ();
+            type Error = Unsupported;
 
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, name: &'static str, v: &T) -> Done {
-        self.member(name, v)
-    }
+            fn serialize_field<T: Serialize + ?Sized>(&mut self, name: &'static str, v: &T) -> Done {
+                self.member(name, v)
+            }
 
-    fn end(self) -> Done {
-        self.outline.events.push(END_MAP);
-        Ok(())
-    }
+            fn end(self) -> Done {
+                self.outline.events.extend_from_slice($ends);
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for &mut LeafWriter<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, name: &'static str, v: &T) -> Done {
-        self.member(name, v)
-    }
-
-    fn end(self) -> Done {
-        // The struct's `}` and the variant's.
-        self.outline.events.extend_from_slice(&[END_MAP, END_MAP]);
-        Ok(())
-    }
-}
+struct_impl!(SerializeStruct: &[END_MAP], SerializeStructVariant: &[END_MAP, END_MAP]);
 
 /// A map key's text, as JSON holds it between its quotes (unescaped: two
 /// keys with the same text are one key): a string, or an integer's digits.
