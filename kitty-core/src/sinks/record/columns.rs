@@ -52,9 +52,10 @@ pub struct Encoder {
     ids: HashMap<Vec<u8>, usize, BuildHasherDefault<Words>>,
     names: Vec<Vec<u8>>,
     /// Per column, the last frame's values in order (where they are in
-    /// `prev_json`), and this frame's (in its JSON).
+    /// `prev_json`: gathered from its leaves when a frame is encoded value
+    /// by value), and how many of this frame's it has seen.
     prev_vals: Vec<Vec<Range<usize>>>,
-    cur_vals: Vec<Vec<Range<usize>>>,
+    seen: Vec<usize>,
     /// Per column, this frame's tokens, and whether each of them was
     /// "the same as before".
     cols: Vec<Vec<u8>>,
@@ -84,9 +85,6 @@ pub struct Encoder {
     /// the first frame of the shape, encoded value by value).
     layout: Layout,
     laid_out: bool,
-    /// `prev_vals` no longer holds the last frame's values (the layout
-    /// wrote it): rebuilt from its leaves when a new shape needs them.
-    prev_vals_stale: bool,
 }
 
 impl Encoder {
@@ -94,16 +92,11 @@ impl Encoder {
     pub fn key(&mut self, json: &[u8]) {
         self.typed.forget();
         self.laid_out = false;
-        self.prev_vals_stale = false;
         self.prev_json.clear();
         let mut prev = std::mem::take(&mut self.prev);
         self.has_prev = flatten_into(&mut prev, json);
         if self.has_prev {
             self.assign_columns(&mut prev);
-            self.prev_vals.iter_mut().for_each(Vec::clear);
-            for leaf in &prev.leaves {
-                self.prev_vals[leaf.col].push(leaf.lit.clone());
-            }
             self.prev_json.extend_from_slice(json);
         }
         self.prev = prev;
@@ -141,7 +134,7 @@ impl Encoder {
                     self.cols.push(Vec::new());
                     self.unchanged.push(true);
                     self.prev_vals.push(Vec::new());
-                    self.cur_vals.push(Vec::new());
+                    self.seen.push(0);
                     self.names.len() - 1
                 }
             };
@@ -226,11 +219,9 @@ impl Encoder {
     /// third rank's CPU): the reader pairs them the same way.
     fn encode(&mut self, mut cur: Flat, json: &[u8], same: bool) -> Vec<u8> {
         let prev = std::mem::take(&mut self.prev);
-        if std::mem::take(&mut self.prev_vals_stale) {
-            self.prev_vals.iter_mut().for_each(Vec::clear);
-            for leaf in &prev.leaves {
-                self.prev_vals[leaf.col].push(leaf.lit.clone());
-            }
+        self.prev_vals.iter_mut().for_each(Vec::clear);
+        for leaf in &prev.leaves {
+            self.prev_vals[leaf.col].push(leaf.lit.clone());
         }
         // Consecutive frames often have one shape: the columns of their
         // values are then known by position; else by their field paths.
@@ -244,10 +235,11 @@ impl Encoder {
             self.assign_columns(&mut cur);
         }
         self.cols.iter_mut().for_each(Vec::clear);
-        self.cur_vals.iter_mut().for_each(Vec::clear);
+        self.seen.iter_mut().for_each(|n| *n = 0);
         self.touched.clear();
         for leaf in &cur.leaves {
-            let at = self.cur_vals[leaf.col].len();
+            let at = self.seen[leaf.col];
+            self.seen[leaf.col] += 1;
             let before = self.prev_vals[leaf.col]
                 .get(at)
                 .map(|r| &self.prev_json[r.clone()]);
@@ -260,7 +252,6 @@ impl Encoder {
             }
             let kept = write_token(out, &json[leaf.lit.clone()], leaf.hist, before);
             self.unchanged[leaf.col] &= kept;
-            self.cur_vals[leaf.col].push(leaf.lit.clone());
         }
         if self.order_of != self.touched {
             self.order_of.clone_from(&self.touched);
@@ -296,7 +287,6 @@ impl Encoder {
             }
         }
         body.extend_from_slice(b"]]");
-        std::mem::swap(&mut self.prev_vals, &mut self.cur_vals);
         self.layout
             .lay_out(&self.order, self.names.len(), &cur.leaves);
         self.laid_out = true;
@@ -314,7 +304,6 @@ impl Encoder {
         let body = self
             .layout
             .body(&cur.leaves, json, &prev.leaves, &self.prev_json);
-        self.prev_vals_stale = true;
         (self.cur, self.prev) = (prev, cur);
         body
     }
