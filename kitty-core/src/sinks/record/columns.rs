@@ -729,9 +729,15 @@ fn digits_then<'a>(b: &'a [u8], end: &[u8]) -> Option<(u64, &'a [u8])> {
     Some((v, b[n..].strip_prefix(end)?))
 }
 
+/// A map by field path. foldhash, not std's SipHash: a replay looks up
+/// three or four paths a value, and SipHash was a quarter of reading a
+/// frame. Its seed is still random per process, and a recording's paths
+/// are bounded by its frames' size.
+type ByPath<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// A frame's values by column (field path), in order: what the next
 /// frame's values are paired with.
-pub type Columns = HashMap<String, Vec<Value>>;
+pub type Columns = ByPath<Vec<Value>>;
 
 /// The columns of a keyframe, from its shape and its values.
 pub fn columns_of(shape: &Shape, value: &Value) -> Result<Columns, String> {
@@ -759,7 +765,7 @@ pub fn columns_of(shape: &Shape, value: &Value) -> Result<Columns, String> {
         }
         Ok(())
     }
-    let mut out = Columns::new();
+    let mut out = Columns::default();
     walk(&shape.value, value, &mut String::new(), &mut out)?;
     Ok(out)
 }
@@ -820,7 +826,7 @@ pub fn decode(
     let mut cursor = Cursor {
         tokens,
         prev,
-        out: Columns::new(),
+        out: Columns::default(),
     };
     let mut path = String::new();
     let frame = fill(&shape.value, &mut path, &mut cursor)?;
@@ -910,7 +916,7 @@ fn count_digits(mut text: &[u8]) -> Option<Vec<u64>> {
 /// A body being read: its tokens by column, the frame before's values,
 /// and this frame's, as they are resolved.
 struct Cursor<'a> {
-    tokens: HashMap<String, Tokens>,
+    tokens: ByPath<Tokens>,
     prev: &'a Columns,
     out: Columns,
 }
@@ -924,10 +930,11 @@ impl Cursor<'_> {
             None => None,
         }
         .ok_or_else(|| format!("delta body: column {path} ends early"))?;
-        let done = self.out.get(path).map_or(0, Vec::len);
+        let column = self.out.get_mut(path);
+        let done = column.as_ref().map_or(0, |c| c.len());
         let before = self.prev.get(path).and_then(|c| c.get(done));
         let v = resolve(token, before, path)?;
-        match self.out.get_mut(path) {
+        match column {
             Some(c) => c.push(v.clone()),
             None => {
                 self.out.insert(path.to_string(), vec![v.clone()]);
