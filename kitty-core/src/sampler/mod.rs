@@ -7,6 +7,7 @@
 
 pub mod cluster;
 mod collectives;
+mod cpu_stats;
 mod host;
 pub mod identity;
 mod neighbours;

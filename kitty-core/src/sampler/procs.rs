@@ -2,6 +2,7 @@
 //! be read every tick) and, once sockets are known, turns each sample and
 //! its predecessor into a rank frame.
 
+use super::cpu_stats::CpuStats;
 use super::rank::{build_rank, RankInput};
 use crate::model::rates::rate;
 use crate::model::{CgroupCpu, ProcKey, RankFrame, TcpInfo, Text};
@@ -60,6 +61,7 @@ pub(super) struct ProcPrev {
 
 pub(super) struct ProcReader {
     prev: HashMap<ProcKey, ProcPrev>,
+    cpu_stats: CpuStats,
     page_size: u64,
     /// The fd scan is reused at most this long while the fd count holds.
     rescan_every: Duration,
@@ -74,6 +76,7 @@ impl ProcReader {
         let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
         ProcReader {
             prev: HashMap::new(),
+            cpu_stats: CpuStats::default(),
             page_size,
             rescan_every,
         }
@@ -149,20 +152,14 @@ impl ProcReader {
     ) -> Vec<RankFrame> {
         let mut ranks = Vec::with_capacity(samples.len());
         let mut next = HashMap::new();
-        // Ranks often share a cgroup (a job's pod or slice): its cpu.stat
-        // is read once a tick, not once a rank.
-        let mut cpu_stats: HashMap<std::path::PathBuf, Option<String>> = HashMap::new();
+        let cgroups = samples.iter().map(|(w, _)| w.cgroup.as_str());
+        self.cpu_stats.read(cgroups, mounts, files, mono);
         for (w, s) in samples {
             let prev = self.prev.get(&w.key);
-            let cpu_stat = mounts.cpu_stat_path(&w.cgroup).and_then(|(path, v)| {
-                let text = cpu_stats.entry(path).or_insert_with_key(|p| files.read(p));
-                text.clone().map(|t| (t, v))
-            });
-            let cfs_ns = cpu_stat
-                .as_ref()
-                .and_then(|(t, v)| parse_throttled_ns(t, *v));
-            let (cgroup_cpu, cgroup_usage_ns) = match (&cpu_stat, prev) {
-                (Some((text, v)), Some(p)) => cgroup_cpu(mounts, &w, text, *v, p, cfs_ns, dt_s),
+            let cpu_stat = self.cpu_stats.get(&w.cgroup);
+            let cfs_ns = cpu_stat.and_then(|(t, v)| parse_throttled_ns(t, v));
+            let (cgroup_cpu, cgroup_usage_ns) = match (cpu_stat, prev) {
+                (Some((text, v)), Some(p)) => cgroup_cpu(mounts, &w, text, v, p, cfs_ns, dt_s),
                 _ => (None, None),
             };
             let table = w.netns.and_then(|ns| tables.get(&ns));
