@@ -7,7 +7,7 @@
 //! communicator (a count), with an event per rank that goes missing.
 
 use super::procs::Sample;
-use crate::model::{Event, EventKind, RankFrame, Sig, Signals, SourceStatus};
+use crate::model::{Event, EventKind, ProcKey, RankFrame, Sig, Signals, SourceStatus};
 use crate::sources::nccl_ras::{self, Report, DEFAULT_ADDR};
 use crate::sources::process::in_netns_of;
 use crate::sources::Roots;
@@ -49,6 +49,9 @@ struct Shared {
 pub struct Ras {
     shared: Arc<Mutex<Shared>>,
     started: bool,
+    /// The processes and namespaces the targets were made for: the same
+    /// ones ask the same ports (a process's RAS address is read once).
+    asked: Vec<(ProcKey, Option<u64>)>,
     /// (communicator, rank) pairs reported missing at the last tick.
     missing: HashSet<(String, u32)>,
 }
@@ -56,6 +59,12 @@ pub struct Ras {
 impl Ras {
     /// Tells the poller which ports to ask (starting it on first use).
     pub fn targets(&mut self, roots: &Roots, samples: &[Sample]) {
+        let same = self.asked.len() == samples.len()
+            && (self.asked.iter().zip(samples)).all(|(a, (w, _))| *a == (w.key, w.netns));
+        if same && (self.started || samples.is_empty()) {
+            return;
+        }
+        self.asked = samples.iter().map(|(w, _)| (w.key, w.netns)).collect();
         let mut t: Vec<Target> = samples
             .iter()
             .map(|(w, _)| {
@@ -308,7 +317,56 @@ fn local_addresses() -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::discovery::Watched;
+    use crate::sources::process::ProcSample;
     use std::time::Instant;
+
+    fn rank(pid: u32, ras: &str) -> Sample {
+        let w = Watched {
+            key: ProcKey { pid, start_time: 1 },
+            comm: crate::model::Text::new("rank"),
+            ppid: 1,
+            labels: Default::default(),
+            nccl: vec![("NCCL_RAS_ADDR".into(), ras.into())],
+            nic_numa: Vec::new(),
+            role: Default::default(),
+            cgroup: String::new(),
+            netns: None,
+        };
+        (w, ProcSample::default())
+    }
+
+    /// The ports asked follow the ranks: one a port, made again only when
+    /// the ranks change (not every tick).
+    #[test]
+    fn the_ports_asked_follow_the_ranks() {
+        let d = tempfile::tempdir().unwrap();
+        let roots = Roots::new(d.path());
+        let mut ras = Ras::default();
+        let asked = |ras: &Ras| -> Vec<String> {
+            let mut a: Vec<String> = ras.lock().targets.iter().map(|t| t.addr.clone()).collect();
+            a.sort();
+            a
+        };
+        let (a, b, c) = (
+            rank(1, "127.0.0.1:1"),
+            rank(2, "127.0.0.1:1"),
+            rank(3, "127.0.0.1:2"),
+        );
+        ras.targets(&roots, &[a.clone(), b.clone()]);
+        assert_eq!(asked(&ras), ["127.0.0.1:1"], "one query a port");
+        ras.lock().targets.clear();
+        ras.targets(&roots, &[a.clone(), b.clone()]);
+        assert!(asked(&ras).is_empty(), "the same ranks: nothing made again");
+        ras.targets(&roots, &[a.clone(), b, c.clone()]);
+        assert_eq!(
+            asked(&ras),
+            ["127.0.0.1:1", "127.0.0.1:2"],
+            "a new rank's port"
+        );
+        ras.targets(&roots, &[c]);
+        assert_eq!(asked(&ras), ["127.0.0.1:2"], "a gone rank's port no more");
+    }
 
     /// A port that keeps failing is asked at 5, 10, 20, 40, then every 60 s
     /// (the poller wakes every 5 s); one answer and it is asked every 5 s.

@@ -10,7 +10,9 @@ use crate::sources::tasks::{
 use std::collections::BTreeSet;
 
 pub(super) enum Tasks {
-    Iterator(Box<dyn TaskCounters>),
+    /// The iterator and how it reads (asked once: it is fixed once open,
+    /// and a tick's status need not format it again).
+    Iterator(Box<dyn TaskCounters>, String),
     /// procfs, and why (None: nothing to report).
     Procfs(Option<String>),
 }
@@ -22,7 +24,10 @@ impl Tasks {
         match src {
             TaskSource::Procfs(why) => Tasks::Procfs(why.clone()),
             TaskSource::Iterator(open) => match open() {
-                Ok(t) => Tasks::Iterator(t),
+                Ok(t) => {
+                    let strategy = t.strategy();
+                    Tasks::Iterator(t, strategy)
+                }
                 Err(e) => Tasks::Procfs(Some(format!("iter/task did not load: {e}"))),
             },
         }
@@ -33,15 +38,15 @@ impl Tasks {
     pub fn read(&mut self, tgids: &BTreeSet<u32>) -> Result<Option<RowsByTgid>, String> {
         match self {
             Tasks::Procfs(_) => Ok(None),
-            Tasks::Iterator(_) if tgids.is_empty() => Ok(Some(Default::default())),
-            Tasks::Iterator(it) => it.read(tgids).map(|rows| Some(by_tgid(rows))),
+            Tasks::Iterator(..) if tgids.is_empty() => Ok(Some(Default::default())),
+            Tasks::Iterator(it, _) => it.read(tgids).map(|rows| Some(by_tgid(rows))),
         }
     }
 
     /// Every process of the node from the iterator, when it has that walk.
     pub fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
         match self {
-            Tasks::Iterator(it) => it.node_processes(),
+            Tasks::Iterator(it, _) => it.node_processes(),
             Tasks::Procfs(_) => None,
         }
     }
@@ -50,7 +55,7 @@ impl Tasks {
     /// when it has one and it worked (else the fd scan reads procfs).
     pub fn open_files(&mut self, pid: u32) -> Option<FdInventory> {
         match self {
-            Tasks::Iterator(it) => it.open_files(pid)?.ok(),
+            Tasks::Iterator(it, _) => it.open_files(pid)?.ok(),
             Tasks::Procfs(_) => None,
         }
     }
@@ -65,7 +70,7 @@ impl Tasks {
                     "{why}; per-thread counters from procfs"
                 )))
             }
-            Tasks::Iterator(it) => it.strategy(),
+            Tasks::Iterator(_, strategy) => strategy,
         };
         Some(match failed {
             Some(e) => SourceStatus::degraded(format!(
@@ -74,13 +79,13 @@ impl Tasks {
             None => {
                 let fell_back = samples.iter().filter(|(_, s)| !s.threads_from_rows).count();
                 if fell_back == 0 {
-                    SourceStatus::ok().with_strategy(&strategy)
+                    SourceStatus::ok().with_strategy(strategy)
                 } else {
                     SourceStatus::degraded(format!(
                         "{fell_back} of {} processes not seen by {strategy} (a proc root of another pid namespace?): their threads from procfs",
                         samples.len()
                     ))
-                    .with_strategy(&strategy)
+                    .with_strategy(strategy)
                 }
             }
         })

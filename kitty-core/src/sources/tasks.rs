@@ -92,7 +92,8 @@ pub fn state_letter(state: u32, exit_state: u32) -> char {
 
 /// Something that reads every watched thread's counters at once.
 pub trait TaskCounters: Send {
-    /// How it reads them, for the source status (`iter/task`).
+    /// How it reads them, for the source status (`iter/task`): asked once,
+    /// when it opens.
     fn strategy(&self) -> String;
     /// The rows of every thread of these processes. An error makes this
     /// tick read procfs instead.
