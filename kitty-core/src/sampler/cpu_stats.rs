@@ -29,20 +29,26 @@ impl CpuStats {
         files: &mut KeptFiles,
         tick: u64,
     ) {
+        let read = |file: &Option<(PathBuf, CgroupVersion)>, files: &mut KeptFiles| {
+            file.as_ref().and_then(|(p, _)| files.read(p))
+        };
         for cgroup in cgroups {
-            if !self.0.contains_key(cgroup) {
-                let file = mounts.cpu_stat_path(cgroup);
-                let stat = CpuStat {
-                    file,
-                    text: None,
-                    read_at: tick.wrapping_sub(1),
-                };
-                self.0.insert(cgroup.to_string(), stat);
-            }
-            let stat = self.0.get_mut(cgroup).expect("inserted above");
-            if stat.read_at != tick {
-                stat.text = stat.file.as_ref().and_then(|(p, _)| files.read(p));
-                stat.read_at = tick;
+            match self.0.get_mut(cgroup) {
+                Some(stat) if stat.read_at == tick => {}
+                Some(stat) => {
+                    stat.text = read(&stat.file, files);
+                    stat.read_at = tick;
+                }
+                None => {
+                    let file = mounts.cpu_stat_path(cgroup);
+                    let text = read(&file, files);
+                    let stat = CpuStat {
+                        file,
+                        text,
+                        read_at: tick,
+                    };
+                    self.0.insert(cgroup.to_string(), stat);
+                }
             }
         }
         self.0.retain(|_, s| s.read_at == tick);
