@@ -15,6 +15,7 @@ use leaf_writer::TypedPass;
 
 use crate::model::grid;
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
@@ -733,11 +734,11 @@ fn digits_then<'a>(b: &'a [u8], end: &[u8]) -> Option<(u64, &'a [u8])> {
 /// three or four paths a value, and SipHash was a quarter of reading a
 /// frame. Its seed is still random per process, and a recording's paths
 /// are bounded by its frames' size.
-type ByPath<V> = HashMap<String, V, foldhash::fast::RandomState>;
+type ByPath<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A frame's values by column (field path), in order: what the next
 /// frame's values are paired with.
-pub type Columns = ByPath<Vec<Value>>;
+pub type Columns = ByPath<String, Vec<Value>>;
 
 /// The columns of a keyframe, from its shape and its values.
 pub fn columns_of(shape: &Shape, value: &Value) -> Result<Columns, String> {
@@ -797,10 +798,10 @@ pub fn decode(
         Value::Array(a) => Ok(Tokens::List(a.into_iter())),
         _ => Err("delta body: a column is not a list".to_string()),
     };
-    let tokens = match cols {
+    let tokens: ByPath<Cow<str>, Tokens> = match cols {
         Value::Object(cols) => cols
             .into_iter()
-            .map(|(name, c)| Ok((name, list(c)?)))
+            .map(|(name, c)| Ok((Cow::Owned(name), list(c)?)))
             .collect::<Result<_, String>>()?,
         Value::Array(cols) => {
             let paths = &shape.paths;
@@ -811,9 +812,10 @@ pub fn decode(
                     paths.len()
                 ));
             }
+            // By the shape's own paths, not copies of them per delta.
             paths
                 .iter()
-                .cloned()
+                .map(|p| Cow::Borrowed(p.as_str()))
                 .zip(cols)
                 .map(|(name, c)| match c {
                     Value::Number(n) if n.as_u64() == Some(0) => Ok((name, Tokens::Unchanged)),
@@ -830,7 +832,8 @@ pub fn decode(
     };
     let mut path = String::new();
     let frame = fill(&shape.value, &mut path, &mut cursor)?;
-    Ok((frame, shape, cursor.out))
+    let out = cursor.out;
+    Ok((frame, shape, out))
 }
 
 /// The field paths of a shape's values (the names of its columns).
@@ -916,7 +919,8 @@ fn count_digits(mut text: &[u8]) -> Option<Vec<u64>> {
 /// A body being read: its tokens by column, the frame before's values,
 /// and this frame's, as they are resolved.
 struct Cursor<'a> {
-    tokens: ByPath<Tokens>,
+    /// By the shape's paths (a map-of-columns body's own names).
+    tokens: ByPath<Cow<'a, str>, Tokens>,
     prev: &'a Columns,
     out: Columns,
 }
