@@ -1,9 +1,14 @@
 //! `serve`: Prometheus / OpenMetrics exporter over HTTP (hyper).
 //!
-//! The sampling thread renders each frame once into shared text; requests
-//! only copy that text, so a scrape never waits on a source and a slow or
-//! hostile client never stalls sampling. Connections are capped, headers are
-//! limited in size and must arrive within a few seconds.
+//! Each frame goes into the exporter's running totals as it comes (the
+//! counters integrate over every tick); the text is rendered from the last
+//! frame when a request first asks for it, and later requests for the same
+//! frame copy that text. Prometheus scrapes every 15-30 s against a tick of
+//! 500 ms, so rendering every frame cost as much as sampling. A scrape
+//! never waits on a source, and a slow or hostile client never stalls
+//! sampling (at most one render per frame and format). Connections are
+//! capped, headers are limited in size and must arrive within a few
+//! seconds.
 
 use crate::cli::ServeArgs;
 use crate::pipeline;
@@ -14,20 +19,81 @@ use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use kitty_core::engine::{Delivery, Engine};
+use kitty_core::model::Frame;
 use kitty_core::sinks::exporter::{to_prometheus_text, Exporter, ExporterConfig};
 use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What the last frame rendered to.
-#[derive(Default)]
-struct Rendered {
-    openmetrics: Bytes,
-    text: Bytes,
-    snapshot: Bytes,
+/// The exporter, the last frame it took, and what was rendered from that
+/// frame so far.
+struct Latest {
+    exporter: Exporter,
+    frame: Option<Frame>,
     frames: u64,
     at: Option<Instant>,
+    openmetrics: Option<Bytes>,
+    text: Option<Bytes>,
+    snapshot: Option<Bytes>,
+}
+
+impl Latest {
+    fn new(exporter: Exporter) -> Self {
+        Latest {
+            exporter,
+            frame: None,
+            frames: 0,
+            at: None,
+            openmetrics: None,
+            text: None,
+            snapshot: None,
+        }
+    }
+
+    fn take(&mut self, f: Frame) {
+        self.exporter.observe(&f);
+        self.frame = Some(f);
+        self.frames += 1;
+        self.at = Some(Instant::now());
+        self.openmetrics = None;
+        self.text = None;
+        self.snapshot = None;
+    }
+
+    /// None until the first frame.
+    fn openmetrics(&mut self) -> Option<Bytes> {
+        let f = self.frame.as_ref()?;
+        let exporter = &self.exporter;
+        Some(
+            self.openmetrics
+                .get_or_insert_with(|| Bytes::from(exporter.render(f)))
+                .clone(),
+        )
+    }
+
+    fn text(&mut self) -> Option<Bytes> {
+        if self.text.is_none() {
+            let om = self.openmetrics()?;
+            let om = std::str::from_utf8(&om).unwrap_or_default();
+            self.text = Some(Bytes::from(to_prometheus_text(om)));
+        }
+        self.text.clone()
+    }
+
+    fn snapshot(&mut self) -> Option<Bytes> {
+        let f = self.frame.as_ref()?;
+        Some(
+            self.snapshot
+                .get_or_insert_with(|| {
+                    Bytes::from(
+                        serde_json::to_vec_pretty(&kitty_core::sinks::snapshot::snapshot(f))
+                            .unwrap_or_default(),
+                    )
+                })
+                .clone(),
+        )
+    }
 }
 
 const MAX_CONNECTIONS: usize = 512;
@@ -44,7 +110,12 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     crate::say::line(format_args!(
         "serving /metrics, /healthz and /api/snapshot on http://{listen}"
     ));
-    let shared = Arc::new(RwLock::new(Rendered::default()));
+    let exporter = Exporter::new(ExporterConfig {
+        grace: a.grace,
+        socket_series: a.socket_series as usize,
+        pid_label: a.pid_labels,
+    });
+    let shared = Arc::new(Mutex::new(Latest::new(exporter)));
     let stop = super::stop_flag();
     let p = pipeline::build(&a.sampling, &cfg);
     let (mut engine, mut frames) = Engine::start(cfg, p, Delivery::Lossless);
@@ -52,27 +123,12 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // nothing to poll.
     let _ = frames.stop_waker();
     let sink = shared.clone();
-    let exporter = ExporterConfig {
-        grace: a.grace,
-        socket_series: a.socket_series as usize,
-        pid_label: a.pid_labels,
-    };
-    let renderer = std::thread::Builder::new()
+    let taker = std::thread::Builder::new()
         .name("kitty-exporter".into())
         .spawn(move || {
-            let mut exp = Exporter::new(exporter);
             let never = AtomicBool::new(false);
             let _ = frames.drive(&never, None, |f| -> Result<_, std::convert::Infallible> {
-                let om = exp.update(&f);
-                let text = to_prometheus_text(&om);
-                let snap = serde_json::to_vec_pretty(&kitty_core::sinks::snapshot::snapshot(&f))
-                    .unwrap_or_default();
-                let mut r = sink.write().unwrap_or_else(|e| e.into_inner());
-                r.openmetrics = Bytes::from(om);
-                r.text = Bytes::from(text);
-                r.snapshot = Bytes::from(snap);
-                r.frames += 1;
-                r.at = Some(Instant::now());
+                lock(&sink).take(f);
                 Ok(ControlFlow::Continue(()))
             });
         })?;
@@ -118,16 +174,20 @@ pub fn run(a: ServeArgs) -> Result<i32> {
             }
         });
     engine.stop();
-    let _ = renderer.join();
+    let _ = taker.join();
     Ok(result?)
+}
+
+fn lock(shared: &Mutex<Latest>) -> std::sync::MutexGuard<'_, Latest> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn respond(
     req: &Request<Incoming>,
-    shared: &RwLock<Rendered>,
+    shared: &Mutex<Latest>,
     interval: Duration,
 ) -> Response<Full<Bytes>> {
-    let r = shared.read().unwrap_or_else(|e| e.into_inner());
+    let mut r = lock(shared);
     let reply = |status: StatusCode, ctype: &'static str, body: Bytes| {
         let mut resp = Response::new(Full::new(body));
         *resp.status_mut() = status;
@@ -160,13 +220,13 @@ fn respond(
                 reply(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    r.openmetrics.clone(),
+                    r.openmetrics().unwrap_or_default(),
                 )
             } else {
                 reply(
                     StatusCode::OK,
                     "text/plain; version=0.0.4; charset=utf-8",
-                    r.text.clone(),
+                    r.text().unwrap_or_default(),
                 )
             }
         }
@@ -189,9 +249,11 @@ fn respond(
                 body,
             )
         }
-        "/api/snapshot" if r.frames > 0 => {
-            reply(StatusCode::OK, "application/json", r.snapshot.clone())
-        }
+        "/api/snapshot" if r.frames > 0 => reply(
+            StatusCode::OK,
+            "application/json",
+            r.snapshot().unwrap_or_default(),
+        ),
         "/api/snapshot" => reply(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",

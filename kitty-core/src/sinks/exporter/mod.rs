@@ -18,18 +18,19 @@
 //! exited ranks stay for a grace period and are then dropped, so
 //! cardinality follows the live job.
 
+pub mod histogram;
 pub mod labels;
 pub mod names;
 
 use crate::model::signal::scope;
 use crate::model::{Frame, HistKind, ProcKey, RankFrame, Sig, Signals};
+use histogram::BulkHistogram;
 use labels::{gpu_labels, label, nic_labels, rank_labels, LabelSet};
 use names::{export, Export};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
@@ -43,8 +44,8 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_BUCKETS.iter().copied())
+fn latency_histogram() -> BulkHistogram {
+    BulkHistogram::new(LATENCY_BUCKETS)
 }
 
 #[derive(Debug, Clone)]
@@ -82,9 +83,9 @@ pub struct Exporter {
     /// Node-wide and per-netns accumulated counters, by (family, labels).
     totals: BTreeMap<(&'static str, LabelSet), f64>,
     last_ns: Option<u64>,
-    rtt: Family<LabelSet, Histogram, fn() -> Histogram>,
-    runq: Family<LabelSet, Histogram, fn() -> Histogram>,
-    srtt: Family<LabelSet, Histogram, fn() -> Histogram>,
+    rtt: Family<LabelSet, BulkHistogram, fn() -> BulkHistogram>,
+    runq: Family<LabelSet, BulkHistogram, fn() -> BulkHistogram>,
+    srtt: Family<LabelSet, BulkHistogram, fn() -> BulkHistogram>,
 }
 
 impl Exporter {
@@ -102,8 +103,17 @@ impl Exporter {
 
     /// Takes a frame and returns the OpenMetrics exposition for it.
     pub fn update(&mut self, f: &Frame) -> String {
+        self.observe(f);
+        self.render(f)
+    }
+
+    /// Takes a frame into what accumulates between frames: counters
+    /// integrated over time, the histograms, the ranks seen (kept for the
+    /// grace period after they exit). Every frame must pass through here;
+    /// rendering can wait for a scrape.
+    pub fn observe(&mut self, f: &Frame) {
         let now = f.mono_ns;
-        let node_dt = self
+        let dt = self
             .last_ns
             .map(|t| now.saturating_sub(t) as f64 / 1e9)
             .unwrap_or(0.0);
@@ -112,11 +122,23 @@ impl Exporter {
             self.observe_rank(f, r, now);
         }
         self.expire(now);
+        for row in scope_rows(f) {
+            for (sig, v) in row.signals.iter() {
+                if let Export::Accumulated { name, scale } = export(sig, row.scope) {
+                    *self.totals.entry((name, row.labels.clone())).or_default() += v * dt * scale;
+                }
+            }
+        }
+    }
+
+    /// The OpenMetrics exposition of the last frame observed (`f`) and
+    /// of everything accumulated up to it.
+    pub fn render(&self, f: &Frame) -> String {
         let mut reg = Registry::default();
         self.register_ranks(&mut reg);
-        self.register_node(&mut reg, f, node_dt);
-        self.register_gpus(&mut reg, f, node_dt);
-        self.register_nics(&mut reg, f, node_dt);
+        self.register_node(&mut reg, f);
+        self.register_gpus(&mut reg, f);
+        self.register_nics(&mut reg, f);
         self.register_verdicts(&mut reg, f);
         let mut out = String::new();
         encode(&mut out, &reg).expect("writing to a String cannot fail");
@@ -147,16 +169,14 @@ impl Exporter {
             if let Some(buckets) = r.histograms.get(kind) {
                 let h = fam.get_or_create(&labels);
                 for &(ub_us, n) in buckets {
-                    for _ in 0..n.min(100_000) {
-                        h.observe(ub_us * 1e-6);
-                    }
+                    h.observe_n(ub_us * 1e-6, n);
                 }
             }
         }
         let h = self.srtt.get_or_create(&labels);
         for s in r.sockets.iter().filter(|s| s.state == "ESTABLISHED") {
             if let Some(i) = &s.info {
-                h.observe(i.rtt_us as f64 * 1e-6);
+                h.observe_n(i.rtt_us as f64 * 1e-6, 1);
             }
         }
     }
@@ -258,20 +278,12 @@ impl Exporter {
         }
     }
 
-    fn register_node(&mut self, reg: &mut Registry, f: &Frame, dt: f64) {
+    fn register_node(&self, reg: &mut Registry, f: &Frame) {
         let node = vec![label("node", &f.node)];
-        self.scope_signals(reg, scope::HOST, &[(node.clone(), &f.host.signals)], dt);
-        let netns: Vec<(LabelSet, &Signals)> = f
-            .netns
-            .iter()
-            .map(|n| {
-                (
-                    vec![label("node", &f.node), label("netns", &n.inode.to_string())],
-                    &n.signals,
-                )
-            })
-            .collect();
-        self.scope_signals(reg, scope::NETNS, &netns, dt);
+        let rows = scope_rows(f);
+        for bit in [scope::HOST, scope::NETNS] {
+            self.scope_signals(reg, bit, &rows);
+        }
         let up = Family::<LabelSet, GaugeF>::default();
         for (name, st) in f.sources.iter() {
             let mut l = node.clone();
@@ -297,44 +309,42 @@ impl Exporter {
         reg.register("kitty_build_info", "kitty's version, always 1", info);
     }
 
-    /// Gauges and accumulated counters of one scope (node or netns).
-    fn scope_signals(
-        &mut self,
-        reg: &mut Registry,
-        scope_bit: u8,
-        rows: &[(LabelSet, &Signals)],
-        dt: f64,
-    ) {
+    /// Gauges and counters of one scope (node, netns, GPU or NIC): the
+    /// accumulated ones from what `observe` added up.
+    fn scope_signals(&self, reg: &mut Registry, scope_bit: u8, rows: &[Row]) {
         let mut gauges: BTreeMap<&'static str, (Sig, Family<LabelSet, GaugeF>)> = BTreeMap::new();
         let mut counters: BTreeMap<&'static str, (Sig, Family<LabelSet, CounterF>)> =
             BTreeMap::new();
-        for (labels, signals) in rows {
-            for (sig, v) in signals.iter() {
+        for row in rows.iter().filter(|r| r.scope == scope_bit) {
+            for (sig, v) in row.signals.iter() {
                 match export(sig, scope_bit) {
                     Export::Gauge { name, scale } => {
                         gauges
                             .entry(name)
                             .or_insert_with(|| (sig, Family::default()))
                             .1
-                            .get_or_create(labels)
+                            .get_or_create(&row.labels)
                             .set(v * scale);
                     }
-                    Export::Accumulated { name, scale } => {
-                        let t = self.totals.entry((name, labels.clone())).or_default();
-                        *t += v * dt * scale;
+                    Export::Accumulated { name, .. } => {
+                        let total = self
+                            .totals
+                            .get(&(name, row.labels.clone()))
+                            .copied()
+                            .unwrap_or(0.0);
                         counters
                             .entry(name)
                             .or_insert_with(|| (sig, Family::default()))
                             .1
-                            .get_or_create(labels)
-                            .inc_by(*t);
+                            .get_or_create(&row.labels)
+                            .inc_by(total);
                     }
                     Export::Cumulative { name, scale } => {
                         counters
                             .entry(name)
                             .or_insert_with(|| (sig, Family::default()))
                             .1
-                            .get_or_create(labels)
+                            .get_or_create(&row.labels)
                             .inc_by(v * scale);
                     }
                     _ => {}
@@ -349,56 +359,46 @@ impl Exporter {
         }
     }
 
-    fn register_gpus(&mut self, reg: &mut Registry, f: &Frame, dt: f64) {
+    fn register_gpus(&self, reg: &mut Registry, f: &Frame) {
         if f.gpus.is_empty() {
             return;
         }
         let up = Family::<LabelSet, GaugeF>::default();
-        let rows: Vec<(LabelSet, &Signals)> = f
-            .gpus
-            .iter()
-            .map(|g| {
-                let labels = gpu_labels(f, g);
-                let lost = g.status == crate::model::GpuStatus::Lost;
-                up.get_or_create(&labels).set(if lost { 0.0 } else { 1.0 });
-                (labels, &g.signals)
-            })
-            .collect();
+        for g in &f.gpus {
+            let lost = g.status == crate::model::GpuStatus::Lost;
+            up.get_or_create(&gpu_labels(f, g))
+                .set(if lost { 0.0 } else { 1.0 });
+        }
         reg.register(
             "kitty_gpu_up",
             "1 while the GPU answers, 0 when it fell off the bus",
             up,
         );
-        self.scope_signals(reg, scope::GPU, &rows, dt);
+        self.scope_signals(reg, scope::GPU, &scope_rows(f));
     }
 
     /// The RDMA ports: their signals, and every raw counter the device
     /// keeps (`kitty_rdma_port_hw_counter_total{counter="np_cnp_sent"}`),
     /// for rates of counters kitty has no signal for.
-    fn register_nics(&mut self, reg: &mut Registry, f: &Frame, dt: f64) {
+    fn register_nics(&self, reg: &mut Registry, f: &Frame) {
         if f.nics.is_empty() {
             return;
         }
         let raw = Family::<LabelSet, CounterF>::default();
-        let rows: Vec<(LabelSet, &Signals)> = f
-            .nics
-            .iter()
-            .map(|n| {
-                let labels = nic_labels(f, n);
-                for (name, v) in &n.counters {
-                    let mut l = labels.clone();
-                    l.push(label("counter", name));
-                    raw.get_or_create(&l).inc_by(*v as f64);
-                }
-                (labels, &n.signals)
-            })
-            .collect();
+        for n in &f.nics {
+            let labels = nic_labels(f, n);
+            for (name, v) in &n.counters {
+                let mut l = labels.clone();
+                l.push(label("counter", name));
+                raw.get_or_create(&l).inc_by(*v as f64);
+            }
+        }
         reg.register(
             "kitty_rdma_port_hw_counter",
             "an RDMA port's raw sysfs counter (counters/, hw_counters/, dev.* device-wide, eth.* from the netdev); port_xmit_data and port_rcv_data count 4-octet words",
             raw,
         );
-        self.scope_signals(reg, scope::NIC, &rows, dt);
+        self.scope_signals(reg, scope::NIC, &scope_rows(f));
     }
 
     fn register_verdicts(&self, reg: &mut Registry, f: &Frame) {
@@ -461,6 +461,38 @@ impl Exporter {
             finding,
         );
     }
+}
+
+/// One node-wide row of a frame: the host, a network namespace, a GPU or
+/// an RDMA port.
+struct Row<'a> {
+    scope: u8,
+    labels: LabelSet,
+    signals: &'a Signals,
+}
+
+fn scope_rows(f: &Frame) -> Vec<Row<'_>> {
+    let mut rows = vec![Row {
+        scope: scope::HOST,
+        labels: vec![label("node", &f.node)],
+        signals: &f.host.signals,
+    }];
+    rows.extend(f.netns.iter().map(|n| Row {
+        scope: scope::NETNS,
+        labels: vec![label("node", &f.node), label("netns", &n.inode.to_string())],
+        signals: &n.signals,
+    }));
+    rows.extend(f.gpus.iter().map(|g| Row {
+        scope: scope::GPU,
+        labels: gpu_labels(f, g),
+        signals: &g.signals,
+    }));
+    rows.extend(f.nics.iter().map(|n| Row {
+        scope: scope::NIC,
+        labels: nic_labels(f, n),
+        signals: &n.signals,
+    }));
+    rows
 }
 
 /// The signal an accumulated rank family comes from (for its help text).
