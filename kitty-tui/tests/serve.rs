@@ -254,6 +254,66 @@ fn bad_clients_do_not_stop_sampling_or_scrapes() {
     assert_eq!(http_get(&addr, "/healthz", &[]).unwrap().0, 200);
 }
 
+/// A frame is rendered when a scrape first asks, and every scrape of that
+/// frame gets the same text; the next frame gives new text. SIGINT, SIGTERM and
+/// SIGHUP each end the server cleanly (the accept loop waits for a client
+/// or a signal, with no timer).
+#[test]
+fn scrapes_of_one_frame_agree_and_each_signal_stops_the_server() {
+    let _g = serial();
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let port = free_ports(1)[0];
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = Command::new(kitty_bin())
+            .args([
+                "serve",
+                "--listen",
+                &addr,
+                "--interval",
+                "2s",
+                "--no-ebpf",
+                "--no-gpu",
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let frames = |addr: &str| -> Option<u64> {
+            let (_, b) = http_get(addr, "/healthz", &[]).ok()?;
+            b.split("frames=").nth(1)?.trim().parse().ok()
+        };
+        // Scraped twice within one frame (the next is 2 s away).
+        let (n, a, b) = wait_until(20, || {
+            let n = frames(&addr).filter(|n| *n >= 2)?;
+            let (_, a) = http_get(&addr, "/metrics", &[]).ok()?;
+            let (_, b) = http_get(&addr, "/metrics", &[]).ok()?;
+            (frames(&addr) == Some(n)).then_some((n, a, b))
+        })
+        .expect("serve up, two scrapes within one frame");
+        assert_eq!(a, b, "two scrapes of frame {n}");
+        let stamp = |t: &str| {
+            t.lines()
+                .find(|l| l.starts_with("kitty_last_frame_timestamp_seconds{"))
+                .map(str::to_owned)
+        };
+        let later = wait_until(10, || {
+            (frames(&addr)? > n).then_some(())?;
+            http_get(&addr, "/metrics", &[]).ok().map(|(_, t)| t)
+        })
+        .expect("a later frame");
+        assert!(stamp(&a).is_some());
+        assert_ne!(stamp(&a), stamp(&later), "the next frame renders anew");
+
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let ended = wait_until(10, || child.try_wait().ok().flatten());
+        let Some(st) = ended else {
+            let _ = child.kill();
+            panic!("signal {sig}: serve still running after 10 s");
+        };
+        assert!(st.success(), "signal {sig}: serve exited with {st}");
+    }
+}
+
 #[test]
 fn alert_and_recording_rules_are_valid_and_their_unit_tests_pass() {
     if !have("promtool") {

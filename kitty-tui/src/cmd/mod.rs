@@ -50,12 +50,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
-/// The drive loops to wake when the stop flag is set.
-static WAKERS: std::sync::Mutex<Vec<StopWaker>> = std::sync::Mutex::new(Vec::new());
+/// What to wake when the stop flag is set (drive loops, the server).
+type Wake = Box<dyn Fn() + Send>;
+static WAKERS: std::sync::Mutex<Vec<Wake>> = std::sync::Mutex::new(Vec::new());
 static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
 
 /// SIGINT, SIGTERM and SIGHUP set this flag, then wake the drive loops
-/// given to [`wake_on_stop`]: a thread waits for them (a signal handler
+/// given to [`wake_on_stop`] and [`on_stop`]: a thread waits for them (a signal handler
 /// could only set the flag, and loops would have to poll it). Where the
 /// handlers cannot be installed, a signal ends the process as by default.
 pub fn stop_flag() -> Arc<AtomicBool> {
@@ -70,7 +71,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
                     for _ in signals.forever() {
                         f.store(true, Ordering::SeqCst);
                         for w in WAKERS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                            w.wake();
+                            w();
                         }
                     }
                 });
@@ -84,8 +85,17 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 /// Lets a drive loop on [`stop_flag`] wait for frames alone: a signal
 /// wakes it.
 pub fn wake_on_stop(frames: &mut Frames) {
-    let waker = frames.stop_waker();
-    WAKERS.lock().unwrap_or_else(|e| e.into_inner()).push(waker);
+    let waker: StopWaker = frames.stop_waker();
+    on_stop(move || waker.wake());
+}
+
+/// Runs `wake` (on the signal thread) each time the stop flag is set, so a
+/// loop can wait for its work alone instead of polling the flag.
+pub fn on_stop(wake: impl Fn() + Send + 'static) {
+    WAKERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(wake));
 }
 
 /// A sampling run must see at least one interval.

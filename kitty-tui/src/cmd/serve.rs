@@ -138,6 +138,11 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         .enable_all()
         .build()
         .wrap_err("tokio runtime")?;
+    // A signal wakes the accept loop (a permit is kept if it is not
+    // waiting yet); it then sees the stop flag.
+    let stopped = Arc::new(tokio::sync::Notify::new());
+    let notify = stopped.clone();
+    super::on_stop(move || notify.notify_one());
     let result: std::io::Result<i32> =
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -146,13 +151,21 @@ pub fn run(a: ServeArgs) -> Result<i32> {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
                     return Ok(0);
                 }
-                let accepted =
-                    tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
-                let Ok(Ok((stream, _))) = accepted else {
+                // Waits for a client or a signal, with no timer: an idle
+                // server does not wake between scrapes.
+                let accepted = tokio::select! {
+                    _ = stopped.notified() => continue,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((stream, _)) = accepted else {
                     continue;
                 };
                 // Over the cap, new connections wait for a free slot.
-                let Ok(permit) = slots.clone().acquire_owned().await else {
+                let permit = tokio::select! {
+                    _ = stopped.notified() => continue,
+                    permit = slots.clone().acquire_owned() => permit,
+                };
+                let Ok(permit) = permit else {
                     continue;
                 };
                 let shared = shared.clone();

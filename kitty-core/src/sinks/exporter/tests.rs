@@ -171,3 +171,28 @@ fn rdma_ports_are_exported_with_device_and_port_labels() {
     );
     assert!(text.contains("kitty_rank_rdma_xmit_wait_total{"), "{text}");
 }
+
+/// Frames no scrape asked for still count: rendering only the last of
+/// them gives what rendering every one would have.
+#[test]
+fn frames_observed_without_a_render_lose_nothing() {
+    let frames: Vec<Frame> = (0..4).map(|t| frame(t * 2, true)).collect();
+    let mut every = Exporter::new(ExporterConfig::default());
+    let mut last = String::new();
+    for f in &frames {
+        last = every.update(f);
+    }
+    let mut lazy = Exporter::new(ExporterConfig::default());
+    for f in &frames {
+        lazy.observe(f);
+    }
+    let rendered = lazy.render(frames.last().unwrap());
+    assert_eq!(rendered, last);
+    // Each frame brings four RTT samples, and none is lost.
+    let count = rendered
+        .lines()
+        .find(|l| l.starts_with("kitty_rank_tcp_rtt_seconds_count{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap();
+    assert_eq!(count, "16", "4 frames x 4 samples");
+}
