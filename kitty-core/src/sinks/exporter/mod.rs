@@ -23,7 +23,7 @@ pub mod labels;
 pub mod names;
 
 use crate::model::signal::scope;
-use crate::model::{Frame, HistKind, ProcKey, RankFrame, Sig, Signals};
+use crate::model::{Frame, HistKind, ProcKey, RankFrame, Sig, Signals, SocketFrame};
 use histogram::BulkHistogram;
 use labels::{gpu_labels, label, nic_labels, rank_labels, LabelSet};
 use names::{export, Export};
@@ -68,9 +68,12 @@ impl Default for ExporterConfig {
     }
 }
 
-/// What kitty keeps between frames for one rank.
+/// What kitty keeps between frames for one rank: what a render reads of
+/// its last frame (its sockets only for per-socket series), not a copy of
+/// the whole rank.
 struct Seen {
-    rank: RankFrame,
+    signals: Signals,
+    sockets: Vec<SocketFrame>,
     labels: LabelSet,
     at_ns: u64,
     /// Accumulated counters by family.
@@ -148,8 +151,9 @@ impl Exporter {
     fn observe_rank(&mut self, f: &Frame, r: &RankFrame, now: u64) {
         let labels = rank_labels(f, r, self.cfg.pid_label);
         let entry = self.seen.entry(r.key).or_insert_with(|| Seen {
-            rank: r.clone(),
-            labels: labels.clone(),
+            signals: Signals::new(),
+            sockets: Vec::new(),
+            labels: Vec::new(),
             at_ns: now,
             totals: BTreeMap::new(),
         });
@@ -159,21 +163,28 @@ impl Exporter {
                 *entry.totals.entry(name).or_default() += v * dt * scale;
             }
         }
-        entry.rank = r.clone();
-        entry.labels = labels.clone();
+        entry.signals.clone_from(&r.signals);
+        if self.cfg.socket_series > 0 {
+            let n = r.sockets.len().min(self.cfg.socket_series);
+            entry.sockets = r.sockets[..n].to_vec();
+        }
+        if entry.labels != labels {
+            entry.labels = labels;
+        }
         entry.at_ns = now;
+        let labels = &entry.labels;
         // The probes' buckets (upper bound, us) into the exported ones; a
         // bucket's samples are observed at its upper bound (the probes'
         // buckets are an eighth of an octave: the sum is within ~9 %).
         for (kind, fam) in [(HistKind::RttUs, &self.rtt), (HistKind::RunqUs, &self.runq)] {
             if let Some(buckets) = r.histograms.get(kind) {
-                let h = fam.get_or_create(&labels);
+                let h = fam.get_or_create(labels);
                 for &(ub_us, n) in buckets {
                     h.observe_n(ub_us * 1e-6, n);
                 }
             }
         }
-        let h = self.srtt.get_or_create(&labels);
+        let h = self.srtt.get_or_create(labels);
         for s in r.sockets.iter().filter(|s| s.state == "ESTABLISHED") {
             if let Some(i) = &s.info {
                 h.observe_n(i.rtt_us as f64 * 1e-6, 1);
@@ -205,7 +216,7 @@ impl Exporter {
         let mut counters: BTreeMap<&'static str, (Sig, Family<LabelSet, CounterF>)> =
             BTreeMap::new();
         for s in &ranks {
-            for (sig, v) in s.rank.signals.iter() {
+            for (sig, v) in s.signals.iter() {
                 match export(sig, scope::RANK) {
                     Export::Gauge { name, scale } => {
                         gauges
@@ -261,7 +272,7 @@ impl Exporter {
         if self.cfg.socket_series > 0 {
             let fam = Family::<LabelSet, GaugeF>::default();
             for s in &ranks {
-                for sock in s.rank.sockets.iter().take(self.cfg.socket_series) {
+                for sock in &s.sockets {
                     let mut l = s.labels.clone();
                     l.push(label("local", &sock.local));
                     l.push(label("remote", &sock.remote));

@@ -196,3 +196,44 @@ fn frames_observed_without_a_render_lose_nothing() {
         .unwrap();
     assert_eq!(count, "16", "4 frames x 4 samples");
 }
+
+/// Per-socket series only when asked, at most N a rank, from the rank's
+/// last frame.
+#[test]
+fn socket_series_are_opt_in_and_capped_per_rank() {
+    let with_sockets = |t| {
+        let mut f = frame(t, true);
+        let r = &mut f.ranks[0];
+        r.sockets = (0..3)
+            .map(|i| SocketFrame {
+                state: "ESTABLISHED".into(),
+                local: "10.0.0.1:5000".into(),
+                remote: format!("10.0.0.{}:6000", i + 2).into(),
+                info: Some(TcpInfo {
+                    rtt_us: 1000 * (t as u32 + 1),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect();
+        f
+    };
+    let series = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("kitty_socket_srtt_seconds{"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut none = Exporter::new(ExporterConfig::default());
+    assert!(series(&none.update(&with_sockets(0))).is_empty());
+    let mut two = Exporter::new(ExporterConfig {
+        socket_series: 2,
+        ..Default::default()
+    });
+    two.observe(&with_sockets(0));
+    let text = two.update(&with_sockets(4));
+    let got = series(&text);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].contains("remote=\"10.0.0.2:6000\"") && got[0].ends_with(" 0.005"));
+    assert!(got[1].contains("remote=\"10.0.0.3:6000\""), "{got:?}");
+}
