@@ -55,10 +55,11 @@ type Wake = Box<dyn Fn() + Send>;
 static WAKERS: std::sync::Mutex<Vec<Wake>> = std::sync::Mutex::new(Vec::new());
 static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
 
-/// SIGINT, SIGTERM and SIGHUP set this flag, then wake the drive loops
-/// given to [`wake_on_stop`] and [`on_stop`]: a thread waits for them (a signal handler
-/// could only set the flag, and loops would have to poll it). Where the
-/// handlers cannot be installed, a signal ends the process as by default.
+/// SIGINT, SIGTERM and SIGHUP set this flag, then wake what was given to
+/// [`wake_on_stop`] and [`on_stop`]: a thread waits for them (a signal
+/// handler could only set the flag, and loops would have to poll it).
+/// Where the handlers cannot be installed, a signal ends the process as
+/// by default.
 pub fn stop_flag() -> Arc<AtomicBool> {
     STOP.get_or_init(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

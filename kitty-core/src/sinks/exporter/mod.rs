@@ -138,10 +138,11 @@ impl Exporter {
     /// of everything accumulated up to it.
     pub fn render(&self, f: &Frame) -> String {
         let mut reg = Registry::default();
+        let rows = scope_rows(f);
         self.register_ranks(&mut reg);
-        self.register_node(&mut reg, f);
-        self.register_gpus(&mut reg, f);
-        self.register_nics(&mut reg, f);
+        self.register_node(&mut reg, f, &rows);
+        self.register_gpus(&mut reg, f, &rows);
+        self.register_nics(&mut reg, f, &rows);
         self.register_verdicts(&mut reg, f);
         let mut out = String::new();
         encode(&mut out, &reg).expect("writing to a String cannot fail");
@@ -289,11 +290,10 @@ impl Exporter {
         }
     }
 
-    fn register_node(&self, reg: &mut Registry, f: &Frame) {
+    fn register_node(&self, reg: &mut Registry, f: &Frame, rows: &[Row]) {
         let node = vec![label("node", &f.node)];
-        let rows = scope_rows(f);
         for bit in [scope::HOST, scope::NETNS] {
-            self.scope_signals(reg, bit, &rows);
+            self.scope_signals(reg, bit, rows);
         }
         let up = Family::<LabelSet, GaugeF>::default();
         for (name, st) in f.sources.iter() {
@@ -370,7 +370,7 @@ impl Exporter {
         }
     }
 
-    fn register_gpus(&self, reg: &mut Registry, f: &Frame) {
+    fn register_gpus(&self, reg: &mut Registry, f: &Frame, rows: &[Row]) {
         if f.gpus.is_empty() {
             return;
         }
@@ -385,13 +385,13 @@ impl Exporter {
             "1 while the GPU answers, 0 when it fell off the bus",
             up,
         );
-        self.scope_signals(reg, scope::GPU, &scope_rows(f));
+        self.scope_signals(reg, scope::GPU, rows);
     }
 
     /// The RDMA ports: their signals, and every raw counter the device
     /// keeps (`kitty_rdma_port_hw_counter_total{counter="np_cnp_sent"}`),
     /// for rates of counters kitty has no signal for.
-    fn register_nics(&self, reg: &mut Registry, f: &Frame) {
+    fn register_nics(&self, reg: &mut Registry, f: &Frame, rows: &[Row]) {
         if f.nics.is_empty() {
             return;
         }
@@ -409,7 +409,7 @@ impl Exporter {
             "an RDMA port's raw sysfs counter (counters/, hw_counters/, dev.* device-wide, eth.* from the netdev); port_xmit_data and port_rcv_data count 4-octet words",
             raw,
         );
-        self.scope_signals(reg, scope::NIC, &scope_rows(f));
+        self.scope_signals(reg, scope::NIC, rows);
     }
 
     fn register_verdicts(&self, reg: &mut Registry, f: &Frame) {
