@@ -8,7 +8,8 @@
 //! the probes' buckets are, as cumulative histograms.
 
 use crate::model::signal::{scope, GPU_TO_RANK};
-use crate::model::{Sig, Unit};
+use crate::model::{Sig, Unit, CATALOG};
+use std::sync::OnceLock;
 
 /// How a signal is exported.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,7 +122,7 @@ const CUMULATIVE: &[Sig] = &[
 /// Names are built once: a family name is `'static` for the registry.
 fn name(parts: [&str; 3]) -> &'static str {
     use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::Mutex;
     static NAMES: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
     let key = parts.concat();
     let mut m = NAMES
@@ -136,8 +137,34 @@ fn name(parts: [&str; 3]) -> &'static str {
     leaked
 }
 
-/// How `sig` is exported in the scope `scope_bit`.
+/// Every scope, in the order [`export`]'s table keeps.
+const EVERY_SCOPE: [u8; 6] = [
+    scope::RANK,
+    scope::SOCKET,
+    scope::HOST,
+    scope::GPU,
+    scope::NETNS,
+    scope::NIC,
+];
+
+/// How `sig` is exported in the scope `scope_bit`: worked out once per
+/// signal and scope, then read from a table (the exporter asks for every
+/// signal of every rank and row, every frame).
 pub fn export(sig: Sig, scope_bit: u8) -> Export {
+    static TABLE: OnceLock<Vec<[Export; EVERY_SCOPE.len()]>> = OnceLock::new();
+    let Some(j) = EVERY_SCOPE.iter().position(|b| *b == scope_bit) else {
+        return work_out(sig, scope_bit);
+    };
+    let table = TABLE.get_or_init(|| {
+        CATALOG
+            .iter()
+            .map(|i| EVERY_SCOPE.map(|b| work_out(i.sig, b)))
+            .collect()
+    });
+    table[sig as usize][j]
+}
+
+fn work_out(sig: Sig, scope_bit: u8) -> Export {
     let p = prefix(scope_bit);
     match sig {
         Sig::RttP50Us | Sig::RttP99Us | Sig::RttMaxUs => {
@@ -265,6 +292,20 @@ mod tests {
                     );
                 }
                 assert!(!name.ends_with("_per_s"), "{name} has a non-base unit");
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_gives_what_each_signal_and_scope_work_out_to() {
+        for info in CATALOG {
+            for sc in EVERY_SCOPE.into_iter().chain([0, 64]) {
+                assert_eq!(
+                    export(info.sig, sc),
+                    work_out(info.sig, sc),
+                    "{} in scope {sc}",
+                    info.name
+                );
             }
         }
     }
