@@ -83,8 +83,9 @@ struct Seen {
 pub struct Exporter {
     cfg: ExporterConfig,
     seen: HashMap<ProcKey, Seen>,
-    /// Node-wide and per-netns accumulated counters, by (family, labels).
-    totals: BTreeMap<(&'static str, LabelSet), f64>,
+    /// Accumulated counters of the node-wide rows (host, netns, GPU, NIC),
+    /// by the row's labels, then by family.
+    totals: HashMap<LabelSet, BTreeMap<&'static str, f64>>,
     last_ns: Option<u64>,
     rtt: Family<LabelSet, BulkHistogram, fn() -> BulkHistogram>,
     runq: Family<LabelSet, BulkHistogram, fn() -> BulkHistogram>,
@@ -96,7 +97,7 @@ impl Exporter {
         Exporter {
             cfg,
             seen: HashMap::new(),
-            totals: BTreeMap::new(),
+            totals: HashMap::new(),
             last_ns: None,
             rtt: Family::new_with_constructor(latency_histogram),
             runq: Family::new_with_constructor(latency_histogram),
@@ -104,7 +105,8 @@ impl Exporter {
         }
     }
 
-    /// Takes a frame and returns the OpenMetrics exposition for it.
+    /// Takes a frame and returns the OpenMetrics exposition for it: for a
+    /// caller that renders every frame (tests, the cluster bench).
     pub fn update(&mut self, f: &Frame) -> String {
         self.observe(f);
         self.render(f)
@@ -126,9 +128,10 @@ impl Exporter {
         }
         self.expire(now);
         for row in scope_rows(f) {
+            let totals = self.totals.entry(row.labels).or_default();
             for (sig, v) in row.signals.iter() {
                 if let Export::Accumulated { name, scale } = export(sig, row.scope) {
-                    *self.totals.entry((name, row.labels.clone())).or_default() += v * dt * scale;
+                    *totals.entry(name).or_default() += v * dt * scale;
                 }
             }
         }
@@ -340,7 +343,8 @@ impl Exporter {
                     Export::Accumulated { name, .. } => {
                         let total = self
                             .totals
-                            .get(&(name, row.labels.clone()))
+                            .get(&row.labels)
+                            .and_then(|t| t.get(name))
                             .copied()
                             .unwrap_or(0.0);
                         counters

@@ -832,6 +832,8 @@ pub fn decode(
     };
     let mut path = String::new();
     let frame = fill(&shape.value, &mut path, &mut cursor)?;
+    // The cursor's tokens borrow the shape's paths: its values are taken
+    // out before the shape is handed back.
     let out = cursor.out;
     Ok((frame, shape, out))
 }
