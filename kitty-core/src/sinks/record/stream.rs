@@ -41,12 +41,15 @@ impl GroupCompressor {
             CParameter::WindowLog(WINDOW_LOG),
             CParameter::HashLog(14),
             CParameter::ChainLog(14),
-            // Level 6 alone picks lazy2 over a hash chain: lazy with
-            // matches of 5 bytes or more was as small (208 KB/min against
-            // 209 on a minute of the 8-rank ring) for ~6 % less of an
-            // append.
-            CParameter::Strategy(Strategy::ZSTD_lazy),
-            CParameter::MinMatch(5),
+            // Level 6 alone picks lazy2. Greedy with matches of 6 bytes
+            // or more, on a minute of the 8-rank ring written again
+            // (format 7, the fastest of 5 runs of each): 149 us an
+            // append against 180 for lazy with 5-byte matches (the
+            // choice before) and 190 for lazy2, for 131 KB/min against
+            // 127 and 125. dfast was 132 us for 136-140 KB/min: too
+            // near issue 12's 150.
+            CParameter::Strategy(Strategy::ZSTD_greedy),
+            CParameter::MinMatch(6),
         ] {
             c.set_parameter(p).map_err(zstd_error)?;
         }
