@@ -70,9 +70,10 @@ pub struct EventsProbe {
     prev_counts: (u64, u64),
     /// New processes' hints dropped (fork storms, a full ring), so far.
     prev_dropped: u64,
-    /// pid -> how the frame named it, for processes that are gone by the
-    /// time their death is read.
-    names: HashMap<u32, String>,
+    /// pid -> its rank when the frame last had it (how the frame names
+    /// it), for processes that are gone by the time their death is read:
+    /// the name is made only for an event, not for every rank each tick.
+    names: HashMap<u32, Option<u32>>,
     burst: Option<Burst>,
     /// New processes (exec, fork) for the sampler to look at next tick.
     hints: WatchHints,
@@ -140,7 +141,7 @@ impl EventsProbe {
     pub fn enrich(&mut self, frame: &mut Frame) {
         let pids: BTreeSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
         for r in &frame.ranks {
-            self.names.insert(r.key.pid, r.display_name());
+            self.names.insert(r.key.pid, r.labels.rank);
         }
         self.watched.sync(&pids);
         let now = frame.wall_ns;
@@ -166,11 +167,10 @@ impl EventsProbe {
                     ),
                 )),
                 EV_FATAL_SIGNAL => {
-                    let who = self
-                        .names
-                        .get(&e.pid)
-                        .cloned()
-                        .unwrap_or_else(|| format!("pid {} ({})", e.pid, cstr(&e.comm)));
+                    let who = match self.names.get(&e.pid) {
+                        Some(&rank) => kitty_core::model::RankFrame::name_of(rank, e.pid),
+                        None => format!("pid {} ({})", e.pid, cstr(&e.comm)),
+                    };
                     frame.events.push(Event::new(
                         now,
                         EventKind::FatalSignal,

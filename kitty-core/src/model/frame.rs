@@ -429,9 +429,14 @@ pub struct CgroupCpu {
 impl RankFrame {
     /// `rank 3` or `pid 4242` when the process has no rank label.
     pub fn display_name(&self) -> String {
-        match self.labels.rank {
+        Self::name_of(self.labels.rank, self.key.pid)
+    }
+
+    /// [`RankFrame::display_name`] of a rank with this rank label and pid.
+    pub fn name_of(rank: Option<u32>, pid: u32) -> String {
+        match rank {
             Some(r) => format!("rank {r}"),
-            None => format!("pid {}", self.key.pid),
+            None => format!("pid {pid}"),
         }
     }
 

@@ -220,15 +220,16 @@ impl Sampler {
         let given = rows.as_ref().ok().and_then(Option::as_ref);
         self.watch.follow_placement(&self.cfg.roots, given);
         let tasks = &mut self.tasks;
-        let (samples, gone) = self.procs.read(
-            &self.cfg.roots,
-            self.watch.ranks(),
-            given,
-            mono,
-            &mut |pid| tasks.open_files(pid),
-        );
+        // Out while the samples borrow its entries (until the rank frames
+        // are built).
+        let watch = std::mem::take(&mut self.watch);
+        let (samples, gone) =
+            self.procs
+                .read(&self.cfg.roots, watch.ranks(), given, mono, &mut |pid| {
+                    tasks.open_files(pid)
+                });
         let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
-        self.watch.remove_gone(&gone, wall, &mut events);
+        watch::WatchList::exited(&gone, wall, &mut events);
         let tables = self.sockets.read(&self.cfg.roots, &samples);
         let netns = self
             .sockets
@@ -237,6 +238,8 @@ impl Sampler {
         let mut ranks =
             self.procs
                 .build_ranks(samples, &tables, &self.mounts, mono, dt_s, &mut self.files);
+        self.watch = watch;
+        self.watch.remove_gone(&gone);
         let (nics, mut phase_sources) = comm.apply(&mut ranks, &self.collectives, mono);
         phase_sources.extend(tasks_status.map(|s| (Source::EbpfTasks, s)));
 

@@ -67,8 +67,10 @@ pub(super) struct ProcReader {
     rescan_every: Duration,
 }
 
-/// One watched process's sample of this tick.
-pub(super) type Sample = (Watched, ProcSample);
+/// One watched process's sample of this tick, beside the watch list's
+/// entry for it (lent, not copied: its labels, environment settings and
+/// cgroup path were copied for every rank each tick).
+pub(super) type Sample<'a> = (&'a Watched, ProcSample);
 
 impl ProcReader {
     pub fn new(rescan_every: Duration) -> Self {
@@ -93,7 +95,7 @@ impl ProcReader {
         rows: Option<&RowsByTgid>,
         mono: u64,
         open_files: &mut dyn FnMut(u32) -> Option<FdInventory>,
-    ) -> (Vec<Sample>, Vec<Watched>) {
+    ) -> (Vec<Sample<'a>>, Vec<Watched>) {
         let mut samples = Vec::new();
         let mut gone = Vec::new();
         for w in watched {
@@ -131,7 +133,7 @@ impl ProcReader {
                     }),
             };
             match read_process(&dir, self.page_size, reuse) {
-                Ok(s) if s.start_time == w.key.start_time => samples.push((w.clone(), s)),
+                Ok(s) if s.start_time == w.key.start_time => samples.push((w, s)),
                 // Same pid, new start time: the watched process is gone and the pid reused.
                 Ok(_) | Err(ReadError::Gone) | Err(ReadError::Other(_)) => gone.push(w.clone()),
             }
@@ -159,7 +161,7 @@ impl ProcReader {
             let cpu_stat = self.cpu_stats.get(&w.cgroup);
             let cfs_ns = cpu_stat.and_then(|(t, v)| parse_throttled_ns(t, v));
             let (cgroup_cpu, cgroup_usage_ns) = match (cpu_stat, prev) {
-                (Some((text, v)), Some(p)) => cgroup_cpu(mounts, &w, text, v, p, cfs_ns, dt_s),
+                (Some((text, v)), Some(p)) => cgroup_cpu(mounts, w, text, v, p, cfs_ns, dt_s),
                 _ => (None, None),
             };
             let table = w.netns.and_then(|ns| tables.get(&ns));
@@ -182,7 +184,7 @@ impl ProcReader {
                 (false, None) => (None, None),
             };
             let mut rank = build_rank(RankInput {
-                w: &w,
+                w,
                 s: &s,
                 cfs_ns,
                 sockets: &sockets,

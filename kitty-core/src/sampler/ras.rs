@@ -321,8 +321,8 @@ mod tests {
     use crate::sources::process::ProcSample;
     use std::time::Instant;
 
-    fn rank(pid: u32, ras: &str) -> Sample {
-        let w = Watched {
+    fn rank(pid: u32, ras: &str) -> Watched {
+        Watched {
             key: ProcKey { pid, start_time: 1 },
             comm: crate::model::Text::new("rank"),
             ppid: 1,
@@ -332,8 +332,11 @@ mod tests {
             role: Default::default(),
             cgroup: String::new(),
             netns: None,
-        };
-        (w, ProcSample::default())
+        }
+    }
+
+    fn samples<'a>(ranks: &[&'a Watched]) -> Vec<Sample<'a>> {
+        ranks.iter().map(|w| (*w, ProcSample::default())).collect()
     }
 
     /// The ports asked follow the ranks: one a port, made again only when
@@ -353,18 +356,18 @@ mod tests {
             rank(2, "127.0.0.1:1"),
             rank(3, "127.0.0.1:2"),
         );
-        ras.targets(&roots, &[a.clone(), b.clone()]);
+        ras.targets(&roots, &samples(&[&a, &b]));
         assert_eq!(asked(&ras), ["127.0.0.1:1"], "one query a port");
         ras.lock().targets.clear();
-        ras.targets(&roots, &[a.clone(), b.clone()]);
+        ras.targets(&roots, &samples(&[&a, &b]));
         assert!(asked(&ras).is_empty(), "the same ranks: nothing made again");
-        ras.targets(&roots, &[a.clone(), b, c.clone()]);
+        ras.targets(&roots, &samples(&[&a, &b, &c]));
         assert_eq!(
             asked(&ras),
             ["127.0.0.1:1", "127.0.0.1:2"],
             "a new rank's port"
         );
-        ras.targets(&roots, &[c]);
+        ras.targets(&roots, &samples(&[&c]));
         assert_eq!(asked(&ras), ["127.0.0.1:2"], "a gone rank's port no more");
     }
 

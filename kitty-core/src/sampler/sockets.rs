@@ -208,7 +208,7 @@ mod tests {
             cgroup: String::new(),
             netns: Some(7),
         };
-        let samples = [(w, ProcSample::default())];
+        let samples = [(&w, ProcSample::default())];
         let (mut r, mut files) = (SocketReader::new(false), KeptFiles::default());
         let at = |r: &mut SocketReader, files: &mut KeptFiles, ms: u64| {
             let f = r.netns_frames(&roots, &samples, ms * 1_000_000, files);

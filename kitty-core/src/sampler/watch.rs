@@ -199,10 +199,10 @@ impl WatchList {
         self.watched.iter().filter(|w| w.role == Role::Rank)
     }
 
-    /// Drops processes that exited, with an event each.
-    pub fn remove_gone(&mut self, gone: &[Watched], wall_ns: u64, events: &mut Vec<Event>) {
+    /// An event for each watched process that is gone (exited, or its pid
+    /// reused).
+    pub fn exited(gone: &[Watched], wall_ns: u64, events: &mut Vec<Event>) {
         for w in gone {
-            self.watched.retain(|o| o.key != w.key);
             events.push(Event::new(
                 wall_ns,
                 EventKind::RankExited,
@@ -213,6 +213,12 @@ impl WatchList {
                 ),
             ));
         }
+    }
+
+    /// Stops watching the processes that are gone.
+    pub fn remove_gone(&mut self, gone: &[Watched]) {
+        self.watched
+            .retain(|o| !gone.iter().any(|w| w.key == o.key));
     }
 }
 
