@@ -85,10 +85,31 @@ impl IterLink {
         attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
         let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
             .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
-        let n = read_all(&File::from(fd), &mut self.buf)
+        let n = read_all(&File::from(fd), &mut self.buf, None)
             .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
         Ok(self.buf[..n].chunks_exact(row))
     }
+
+    /// [`IterLink::read`] of a program that ends its walk with a row whose
+    /// first 8 bytes are zero (tid and tgid 0, which no task has): the
+    /// rows before it, read without the read() that would find the end.
+    pub fn read_marked(
+        &mut self,
+        row: usize,
+    ) -> Result<std::slice::ChunksExact<'_, u8>, ProbeError> {
+        let mut attr = [0u64; 16];
+        attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
+        let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
+            .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
+        let n = read_all(&File::from(fd), &mut self.buf, Some(row))
+            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
+        Ok(self.buf[..n].chunks_exact(row))
+    }
+}
+
+/// Whether `row` is the end mark of [`IterLink::read_marked`].
+fn is_end_mark(row: &[u8]) -> bool {
+    row.len() >= 8 && row[..8] == [0; 8]
 }
 
 /// The least room offered to a read: a small process's rows fit in one;
@@ -97,10 +118,15 @@ const READ_ROOM: usize = 4096;
 
 /// Reads an iterator file to its end into `buf` with plain reads; returns
 /// how many bytes it holds. `buf` only grows (zeroed once, not per read).
+/// With `marked` (the row size of a program that marks its end, see
+/// [`IterLink::read_marked`]), the end is also a read that ends with the
+/// mark, which is left out of the count. A read returns whole rows (the
+/// kernel takes back a row that does not fit), so the mark is the last
+/// row of the read that holds it.
 /// Not `read_to_end`: for a `File` it first asks the file's size and
 /// position (`statx`, `lseek`: two syscalls that mean nothing for an
 /// iterator), then, told the size is 0, probes with a 32-byte read.
-fn read_all(mut f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+fn read_all(mut f: &File, buf: &mut Vec<u8>, marked: Option<usize>) -> std::io::Result<usize> {
     let mut n = 0;
     loop {
         if buf.len() < n + READ_ROOM {
@@ -108,7 +134,14 @@ fn read_all(mut f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
         }
         match f.read(&mut buf[n..]) {
             Ok(0) => return Ok(n),
-            Ok(got) => n += got,
+            Ok(got) => {
+                n += got;
+                if let Some(row) = marked.filter(|&r| r > 0 && n >= r && n % r == 0) {
+                    if is_end_mark(&buf[n - row..n]) {
+                        return Ok(n - row);
+                    }
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -126,12 +159,41 @@ mod tests {
         let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(&path, &big).unwrap();
         let mut buf = Vec::new();
-        let n = read_all(&File::open(&path).unwrap(), &mut buf).unwrap();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf, None).unwrap();
         assert_eq!(&buf[..n], &big[..]);
         // A smaller file after it: only its bytes count.
         std::fs::write(&path, b"abc").unwrap();
-        let n = read_all(&File::open(&path).unwrap(), &mut buf).unwrap();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf, None).unwrap();
         assert_eq!(&buf[..n], b"abc");
         assert!(buf.len() >= big.len(), "the buffer is kept");
+    }
+
+    #[test]
+    fn a_marked_read_ends_at_the_mark_and_leaves_it_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows");
+        let row = |tid: u32, tgid: u32| {
+            let mut r = vec![7u8; 24];
+            r[..4].copy_from_slice(&tid.to_ne_bytes());
+            r[4..8].copy_from_slice(&tgid.to_ne_bytes());
+            r
+        };
+        let mut buf = Vec::new();
+        // Two rows, then the mark.
+        let rows = [row(5, 5), row(6, 5)].concat();
+        std::fs::write(&path, [rows.clone(), row(0, 0)].concat()).unwrap();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf, Some(24)).unwrap();
+        assert_eq!(&buf[..n], &rows[..]);
+        // Only the mark: no rows.
+        std::fs::write(&path, row(0, 0)).unwrap();
+        assert_eq!(
+            read_all(&File::open(&path).unwrap(), &mut buf, Some(24)).unwrap(),
+            0
+        );
+        // No mark (a tid of 0 alone is not one): read to the end, all kept.
+        let unmarked = [row(5, 5), row(0, 5)].concat();
+        std::fs::write(&path, &unmarked).unwrap();
+        let n = read_all(&File::open(&path).unwrap(), &mut buf, Some(24)).unwrap();
+        assert_eq!(&buf[..n], &unmarked[..]);
     }
 }

@@ -284,13 +284,13 @@ impl TaskIter {
             .flatten();
         let walk = match own {
             Some(mut own) => {
-                let _rows = own.read(ROW).map_err(|e| e.at("iter/task"))?;
+                let _rows = own.read_marked(ROW).map_err(|e| e.at("iter/task"))?;
                 Walk::PerProcess(BTreeMap::new())
             }
             None => {
                 let mut all =
                     IterLink::new(prog.as_fd(), Target::All).map_err(|e| e.at("iter/task"))?;
-                let _rows = all.read(ROW).map_err(|e| e.at("iter/task"))?;
+                let _rows = all.read_marked(ROW).map_err(|e| e.at("iter/task"))?;
                 Walk::Node(all)
             }
         };
@@ -359,7 +359,7 @@ impl TaskIter {
             }
         };
         match &mut self.walk {
-            Walk::Node(all) => all.read(ROW)?.for_each(take),
+            Walk::Node(all) => all.read_marked(ROW)?.for_each(take),
             Walk::PerProcess(links) => {
                 links.retain(|tgid, _| tgids.contains(tgid));
                 for &tgid in tgids {
@@ -376,7 +376,7 @@ impl TaskIter {
                     // Only its own: a kernel that ignored the link's target
                     // would walk every task (the filter map holds every
                     // watched tgid).
-                    link.read(ROW)?
+                    link.read_marked(ROW)?
                         .filter(|b| u32_at(b, 4) == tgid)
                         .for_each(&mut take);
                 }

@@ -191,8 +191,15 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct___tasks *t = (void *)ctx->task;
-	if (!t)
-		return 0; /* the end of the walk */
+	if (!t) {
+		/* The end of the walk (the kernel calls once more, without a
+		 * task): a row of zeros, tid 0, which no task has, tells the
+		 * reader it holds every row, without another read() (one per
+		 * process per tick) that only finds the end. */
+		struct row end = {};
+		bpf_seq_write(seq, &end, sizeof(end));
+		return 0;
+	}
 	u32 tgid = t->tgid;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
