@@ -81,12 +81,7 @@ impl IterLink {
 
     /// One walk: what the program wrote, in rows of `row` bytes.
     pub fn read(&mut self, row: usize) -> Result<std::slice::ChunksExact<'_, u8>, ProbeError> {
-        let mut attr = [0u64; 16];
-        attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
-        let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
-            .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
-        let n = read_all(&File::from(fd), &mut self.buf, None)
-            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
+        let n = self.walk(None)?;
         Ok(self.buf[..n].chunks_exact(row))
     }
 
@@ -97,13 +92,19 @@ impl IterLink {
         &mut self,
         row: usize,
     ) -> Result<std::slice::ChunksExact<'_, u8>, ProbeError> {
+        let n = self.walk(Some(row))?;
+        Ok(self.buf[..n].chunks_exact(row))
+    }
+
+    /// Opens an iterator on the link and reads it into the buffer (see
+    /// [`read_all`]); returns how many bytes it holds.
+    fn walk(&mut self, marked: Option<usize>) -> Result<usize, ProbeError> {
         let mut attr = [0u64; 16];
         attr[0] = self.link.as_fd().as_raw_fd() as u32 as u64;
         let fd = bpf_fd(BPF_ITER_CREATE, &mut attr)
             .map_err(|e| ProbeError::Kernel(format!("iterator: {e}")))?;
-        let n = read_all(&File::from(fd), &mut self.buf, Some(row))
-            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))?;
-        Ok(self.buf[..n].chunks_exact(row))
+        read_all(&File::from(fd), &mut self.buf, marked)
+            .map_err(|e| ProbeError::Kernel(format!("reading the iterator: {e}")))
     }
 }
 
