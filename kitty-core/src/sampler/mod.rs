@@ -299,8 +299,8 @@ impl Sampler {
         let recorders = samples
             .iter()
             .filter_map(|(w, _)| {
-                let dir = self.cfg.roots.pid_dir(w.key.pid);
-                crate::sources::flight_recorder::paths(&w.nccl, w.labels.rank, &dir)
+                let dir = || self.cfg.roots.pid_dir(w.key.pid);
+                crate::sources::flight_recorder::paths(&w.nccl, w.labels.rank, dir)
                     .map(|p| (w.key.pid, p))
             })
             .collect();

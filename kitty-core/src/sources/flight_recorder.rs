@@ -12,7 +12,7 @@
 use crate::model::{FlightRecorderPaths, Text};
 use serde_pickle::{HashableValue, Value};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A dump larger than this is not read.
@@ -21,21 +21,23 @@ const MAX_DUMP: u64 = 64 << 20;
 const KEEP: usize = 16;
 
 /// A rank's pipe and dump, under its root (`/proc/<pid>/root`), when its
-/// environment names a pipe and has a rank.
+/// environment names a pipe and has a rank. `pid_dir` is asked only then
+/// (this runs for every rank each tick; most name no pipe).
 pub fn paths(
     env: &[(String, String)],
     rank: Option<u32>,
-    pid_dir: &Path,
+    pid_dir: impl FnOnce() -> PathBuf,
 ) -> Option<FlightRecorderPaths> {
     let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.trim());
     let pipe = get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE").filter(|p| !p.is_empty())?;
     let rank = rank?;
+    let pid_dir = pid_dir();
     let dump = get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
         .filter(|p| !p.is_empty())
         .unwrap_or("/tmp/nccl_trace_rank_");
     let under_root = |p: &str| {
         Text::new(
-            &crate::sources::in_process_fs(pid_dir, p)
+            &crate::sources::in_process_fs(&pid_dir, p)
                 .display()
                 .to_string(),
         )
@@ -343,10 +345,10 @@ sys.stdout.buffer.write(pickle.dumps(d, 2))"#,
             "TORCH_NCCL_DEBUG_INFO_PIPE_FILE".to_string(),
             "/tmp/fr_pipe_".to_string(),
         )];
-        let p = paths(&env, Some(3), Path::new("/proc/42")).unwrap();
+        let p = paths(&env, Some(3), || PathBuf::from("/proc/42")).unwrap();
         assert_eq!(p.pipe.as_str(), "/proc/42/root/tmp/fr_pipe_3.pipe");
         assert_eq!(p.dump.as_str(), "/proc/42/root/tmp/nccl_trace_rank_3");
-        assert!(paths(&env, None, Path::new("/proc/42")).is_none());
-        assert!(paths(&[], Some(3), Path::new("/proc/42")).is_none());
+        assert!(paths(&env, None, || PathBuf::from("/proc/42")).is_none());
+        assert!(paths(&[], Some(3), || PathBuf::from("/proc/42")).is_none());
     }
 }
