@@ -432,7 +432,8 @@ impl RankFrame {
         Self::name_of(self.labels.rank, self.key.pid)
     }
 
-    /// [`RankFrame::display_name`] of a rank with this rank label and pid.
+    /// [`RankFrame::display_name`] of a process with this rank label and
+    /// pid (one the frame may no longer hold).
     pub fn name_of(rank: Option<u32>, pid: u32) -> String {
         match rank {
             Some(r) => format!("rank {r}"),

@@ -43,7 +43,10 @@ impl Collectives {
                 None => {}
                 Some(Err(e)) => {
                     enabled += 1;
-                    problems.push(format!("{}: {e}", super::label_of(&w.labels, w.key.pid)));
+                    problems.push(format!(
+                        "{}: {e}",
+                        RankFrame::name_of(w.labels.rank, w.key.pid)
+                    ));
                 }
                 Some(Ok(d)) => {
                     enabled += 1;

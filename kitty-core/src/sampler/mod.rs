@@ -30,8 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use watch::label_of;
-
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
     pub roots: Roots,

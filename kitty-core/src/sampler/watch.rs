@@ -7,7 +7,7 @@
 
 use super::{Hinted, SamplerConfig};
 use crate::model::ProcKey;
-use crate::model::{Event, EventKind, Labels};
+use crate::model::{Event, EventKind, RankFrame};
 use crate::sources::discovery::{discover_skipping, numbers_pids_globally, Role, Watched};
 use crate::sources::tasks::{leader, Placement, RowsByTgid};
 use crate::sources::Roots;
@@ -54,14 +54,6 @@ pub struct WatchList {
     /// namespace is the initial one), looked at once.
     global_pids: Option<bool>,
     pub error: Option<String>,
-}
-
-/// `rank 3`, or `pid 42` without a rank label.
-pub fn label_of(l: &Labels, pid: u32) -> String {
-    match l.rank {
-        Some(r) => format!("rank {r}"),
-        None => format!("pid {pid}"),
-    }
 }
 
 impl WatchList {
@@ -156,7 +148,7 @@ impl WatchList {
                             EventKind::RankAppeared,
                             format!(
                                 "{} appeared (pid {}, {})",
-                                label_of(&w.labels, w.key.pid),
+                                RankFrame::name_of(w.labels.rank, w.key.pid),
                                 w.key.pid,
                                 w.comm
                             ),
@@ -208,7 +200,7 @@ impl WatchList {
                 EventKind::RankExited,
                 format!(
                     "{} exited (pid {})",
-                    label_of(&w.labels, w.key.pid),
+                    RankFrame::name_of(w.labels.rank, w.key.pid),
                     w.key.pid
                 ),
             ));

@@ -172,9 +172,7 @@ impl Exporter {
             let n = r.sockets.len().min(self.cfg.socket_series);
             entry.sockets = r.sockets[..n].to_vec();
         }
-        if entry.labels != labels {
-            entry.labels = labels;
-        }
+        entry.labels = labels;
         entry.at_ns = now;
         let labels = &entry.labels;
         // The probes' buckets (upper bound, us) into the exported ones; a
