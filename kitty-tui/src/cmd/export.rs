@@ -34,11 +34,16 @@ pub fn run(a: ExportArgs) -> Result<i32> {
 /// Every readable frame into the exporter, one at a time.
 fn stream<W: Write>(mut reader: Reader, format: Format, out: W) -> Result<W> {
     let mut e = Exporter::new(out, format);
+    let mut skipped = crate::say::Skipped::default();
     for i in 0..reader.len() {
         match reader.frame(i) {
-            Ok(f) => e.frame(&f).wrap_err("export")?,
-            Err(err) => crate::say::warn(format_args!("{err}; skipped")),
+            Ok(f) => {
+                skipped.warn_end();
+                e.frame(&f).wrap_err("export")?
+            }
+            Err(err) => skipped.warn(err),
         }
     }
+    skipped.warn_end();
     e.finish().wrap_err("export")
 }

@@ -51,9 +51,11 @@ fn dump(mut r: Reader) -> Result<i32> {
         h.interval_ms,
         r.len()
     )?;
+    let mut skipped = crate::say::Skipped::default();
     for i in 0..r.len() {
         match r.frame(i) {
             Ok(f) => {
+                skipped.warn_end();
                 writeln!(
                     out,
                     "frame {} at {}",
@@ -82,9 +84,10 @@ fn dump(mut r: Reader) -> Result<i32> {
                     writeln!(out, "  EVENT {}", e.message)?;
                 }
             }
-            Err(e) => crate::say::warn(format_args!("{e}; skipped")),
+            Err(e) => skipped.warn(e),
         }
     }
+    skipped.warn_end();
     out.flush()?;
     Ok(crate::error::OK)
 }
