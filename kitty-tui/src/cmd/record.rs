@@ -9,7 +9,8 @@ use crate::pipeline;
 use color_eyre::eyre::{Result, WrapErr};
 use kitty_core::engine::{Delivery, End, Engine};
 use kitty_core::sinks::files::{self as output, Kind, Target};
-use kitty_core::sinks::record::{Header, Sink, Writer};
+use kitty_core::sinks::record::spool::{self, TickWriter};
+use kitty_core::sinks::record::{Header, RecordEncoder, RecordFile, Sink};
 use std::ops::ControlFlow;
 
 pub fn run(a: RecordArgs) -> Result<i32> {
@@ -22,28 +23,26 @@ pub fn run(a: RecordArgs) -> Result<i32> {
         Target::Stdout => Sink::Stream(Box::new(std::io::stdout())),
         Target::File(p) => Sink::File(output::create_in_place(p)?),
     };
-    let mut writer = Writer::new(
-        sink,
-        target.describe(),
-        &Header::now(&cfg.node, cfg.interval).with_histograms(a.histograms),
-    )?;
-    let pipeline = pipeline::build(&a.sampling, &cfg);
+    let header = Header::now(&cfg.node, cfg.interval).with_histograms(a.histograms);
+    let file = RecordFile::new(sink, target.describe(), &header)?;
+    let mut pipeline = pipeline::build(&a.sampling, &cfg);
+    // Each frame is encoded and written on the sampling thread (see
+    // `TickWriter`): no frame reaches this one.
+    let encoder = RecordEncoder::new(&header);
+    let (mut writer, outcome) = TickWriter::new(file, encoder, spool::SLOW_WRITE);
+    pipeline.finish_with(Box::new(move |f| writer.take(f)));
     let stop = stop_flag();
     let (mut engine, mut frames) = Engine::start(cfg, pipeline, Delivery::Lossless);
     super::wake_on_stop(&mut frames);
-    let end = frames.drive(&stop, a.duration, |mut f| {
-        writer
-            .append_in_place(&mut f)
-            .map(|_| ControlFlow::Continue(()))
+    let end = frames.drive(&stop, a.duration, |_| {
+        Ok::<_, std::convert::Infallible>(ControlFlow::Continue(()))
     });
+    // The sampling thread ends, and with it the writer: a spool's records
+    // are written first; a failed write (which stopped the sampler too) is
+    // the error.
     engine.stop();
-    let end = end.wrap_err("recording stopped")?;
-    // Frames already produced but not yet written are kept.
-    for mut f in frames.drain() {
-        writer
-            .append_in_place(&mut f)
-            .wrap_err("recording stopped")?;
-    }
+    let writer = outcome.take().wrap_err("recording stopped")?;
+    let Ok(end) = end;
     let (n, bytes) = (writer.frames(), writer.bytes());
     writer.finish()?;
     if end == End::SourceDied {

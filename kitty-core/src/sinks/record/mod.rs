@@ -38,13 +38,16 @@
 
 mod columns;
 pub mod digits;
+mod encoder;
 mod predict;
 mod reader;
+pub mod spool;
 mod stream;
 mod writer;
 
+pub use encoder::RecordEncoder;
 pub use reader::{IndexEntry, Reader};
-pub use writer::{Sink, Writer};
+pub use writer::{RecordFile, Sink, Writer};
 
 use serde::{Deserialize, Serialize};
 

@@ -521,3 +521,103 @@ fn a_header_before_6_1_kept_the_histograms() {
     let h: Header = serde_json::from_str(&json.replace('}', r#","histograms":false}"#)).unwrap();
     assert!(!h.keeps_histograms());
 }
+
+/// A sink that takes `room` bytes, then fails every write.
+struct FillsUp {
+    room: usize,
+    to: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl std::io::Write for FillsUp {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.room < b.len() {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        self.room -= b.len();
+        self.to.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `record`'s writer on the sampling thread: the same bytes as the
+/// [`Writer`], whether every write is quick (all on the caller's thread)
+/// or the first one counts as slow (every later record written by a
+/// thread of its own, all of them there before the outcome is given).
+#[test]
+fn the_tick_writer_writes_what_the_writer_does_here_or_spooled() {
+    use super::spool::TickWriter;
+    let (_, frames) = read_whole(&fixture("recording-v2.kitty"));
+    let d = tempfile::tempdir().unwrap();
+    let want = std::fs::read(write(&d, &frames)).unwrap();
+    for (slow, spooled) in [
+        (std::time::Duration::from_secs(3600), false),
+        (std::time::Duration::ZERO, true),
+    ] {
+        let path = d.path().join(format!("tick-{spooled}.kitty"));
+        let file = RecordFile::new(
+            Sink::File(std::fs::File::create(&path).unwrap()),
+            "t",
+            &header(),
+        )
+        .unwrap();
+        let (mut w, outcome) = TickWriter::new(file, RecordEncoder::new(&header()), slow);
+        for f in &frames {
+            let mut mine = f.clone();
+            assert!(w.take(&mut mine));
+            assert_eq!(&mine, f, "put back as it was");
+        }
+        assert_eq!(w.spooled(), spooled);
+        drop(w);
+        let file = outcome.take().unwrap();
+        assert_eq!(file.frames(), frames.len() as u64);
+        file.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), want, "spooled: {spooled}");
+    }
+}
+
+/// A write that fails ends the recording, here or spooled: `take` says to
+/// stop, the outcome is the error by the recording's name, and every
+/// record before it is in the file whole.
+#[test]
+fn a_failed_write_ends_the_tick_writer_with_its_error_and_keeps_what_was_written() {
+    use super::spool::TickWriter;
+    let frames = sample_frames(200);
+    for slow in [
+        std::time::Duration::from_secs(3600),
+        std::time::Duration::ZERO,
+    ] {
+        let to = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Sink::Stream(Box::new(FillsUp {
+            room: 2000,
+            to: to.clone(),
+        }));
+        let file = RecordFile::new(sink, "full.kitty", &header()).unwrap();
+        let (mut w, outcome) = TickWriter::new(file, RecordEncoder::new(&header()), slow);
+        // Spooled, the failure shows up to the channel's room later.
+        let most = frames.len() + super::spool::ROOM + 2;
+        let fed = frames
+            .iter()
+            .cycle()
+            .take(most)
+            .take_while(|f| w.take(&mut (*f).clone()))
+            .count();
+        assert!(fed < most, "it says to stop ({slow:?})");
+        drop(w);
+        let e = outcome.take().err().expect("the write's error");
+        let said = e.to_string();
+        assert!(said.contains("full.kitty"), "{said}");
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("kept.kitty");
+        std::fs::write(&path, &*to.lock().unwrap()).unwrap();
+        let (_, back) = read_whole(&path);
+        assert!(
+            !back.is_empty() && back.len() < frames.len(),
+            "{} kept",
+            back.len()
+        );
+        assert_eq!(back[..], frames[..back.len()]);
+    }
+}
