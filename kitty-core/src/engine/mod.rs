@@ -36,10 +36,10 @@ pub struct Pipeline {
 }
 
 /// A consumer run on the sampling thread as the pipeline's last stage
-/// (`record` encodes each frame there: while it is still in that CPU's
-/// caches, and freed by the thread that allocated it, it costs ~6 % less
-/// of `record`'s CPU than on a thread of its own). False stops sampling.
-/// It must not block for long: a tick waits for it.
+/// (`record` encodes and writes each frame there, `serve` adds it to the
+/// exporter's totals): no other thread is woken per tick, which cost
+/// `record` ~5 % of its CPU and `serve` ~11 % on the 8-rank ring. False
+/// stops sampling. It must not block for long: a tick waits for it.
 pub type Finish = Box<dyn FnMut(&mut Frame) -> bool + Send>;
 
 impl Pipeline {

@@ -1,12 +1,13 @@
 //! `serve`: Prometheus / OpenMetrics exporter over HTTP (hyper).
 //!
-//! Each frame goes into the exporter's running totals as it comes (the
-//! counters integrate over every tick); the text is rendered from the last
+//! Each frame goes into the exporter's running totals as it comes, on the
+//! sampling thread (the counters integrate over every tick); the text is rendered from the last
 //! frame when a request first asks for it, and later requests for the same
 //! frame copy that text. Prometheus scrapes every 15-30 s against a tick of
 //! 500 ms, so rendering every frame cost as much as sampling. A scrape
 //! never waits on a source, and a slow or hostile client never stalls
-//! sampling (at most one render per frame and format). Connections are
+//! sampling (at most one render per frame and format, a few milliseconds
+//! a tick may wait for). Connections are
 //! capped, headers are limited in size and must arrive within a few
 //! seconds.
 
@@ -21,8 +22,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use kitty_core::engine::{Delivery, Engine};
 use kitty_core::model::Frame;
 use kitty_core::sinks::exporter::{to_prometheus_text, Exporter, ExporterConfig};
-use std::ops::ControlFlow;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -117,21 +116,18 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     });
     let shared = Arc::new(Mutex::new(Latest::new(exporter)));
     let stop = super::stop_flag();
-    let p = pipeline::build(&a.sampling, &cfg);
-    let (mut engine, mut frames) = Engine::start(cfg, p, Delivery::Lossless);
-    // Its loop below never stops on a flag (the queue closes instead):
-    // nothing to poll.
-    let _ = frames.stop_waker();
+    let mut p = pipeline::build(&a.sampling, &cfg);
+    // Each frame goes into the exporter on the sampling thread (no thread
+    // woken per tick; see `Pipeline::finish_with`). A render holds the
+    // lock for a few milliseconds at most once per frame and format, so a
+    // tick waits no longer than that.
     let sink = shared.clone();
-    let taker = std::thread::Builder::new()
-        .name("kitty-exporter".into())
-        .spawn(move || {
-            let never = AtomicBool::new(false);
-            let _ = frames.drive(&never, None, |f| -> Result<_, std::convert::Infallible> {
-                lock(&sink).take(f);
-                Ok(ControlFlow::Continue(()))
-            });
-        })?;
+    p.finish_with(Box::new(move |f| {
+        lock(&sink).take(std::mem::take(f));
+        true
+    }));
+    // No frame reaches the queue; it only closes when sampling ends.
+    let (mut engine, _frames) = Engine::start(cfg, p, Delivery::Lossless);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -187,7 +183,6 @@ pub fn run(a: ServeArgs) -> Result<i32> {
             }
         });
     engine.stop();
-    let _ = taker.join();
     Ok(result?)
 }
 
