@@ -26,10 +26,14 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let header = Header::now(&cfg.node, cfg.interval).with_histograms(a.histograms);
     let file = RecordFile::new(sink, target.describe(), &header)?;
     let mut pipeline = pipeline::build(&a.sampling, &cfg);
-    // Each frame is encoded and written on the sampling thread (see
-    // `TickWriter`): no frame reaches this one.
+    // Each frame is encoded and written on the sampling thread (a stream
+    // from a thread of its own; see `TickWriter`): no frame reaches this
+    // one.
     let encoder = RecordEncoder::new(&header);
     let (mut writer, outcome) = TickWriter::new(file, encoder, spool::SLOW_WRITE);
+    if matches!(target, Target::Stdout) {
+        writer.spool();
+    }
     pipeline.finish_with(Box::new(move |f| writer.take(f)));
     let stop = stop_flag();
     let (mut engine, mut frames) = Engine::start(cfg, pipeline, Delivery::Lossless);

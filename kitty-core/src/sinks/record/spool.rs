@@ -2,12 +2,16 @@
 //! last stage ([`crate::engine::Pipeline::finish_with`]): each frame is
 //! encoded while it is still in that CPU's caches and written there, with
 //! no other thread woken (on the 8-rank ring, handing the frame or its
-//! record to a thread of its own cost ~6 % more of `record`'s CPU). A
-//! write slower than [`SLOW_WRITE`] (a busy disk, a slow pipe) moves the
-//! writing to a thread of its own ([`Spool`]) for the rest of the
-//! recording, so the disk delays no later tick until [`ROOM`] records wait
-//! (then the sampler waits too, and the ticks it missed are a sampling
-//! gap: no frame is dropped).
+//! record to a thread of its own cost ~5 % more of `record`'s CPU). A
+//! write slower than [`SLOW_WRITE`] (a busy disk) moves the writing to a
+//! thread of its own ([`Spool`]) for the rest of the recording. That first
+//! slow write holds the sampler for its own length: a tick is skipped only
+//! if it lasts past the next one (the kernel's throttling of dirty pages
+//! pauses a writer for at most 200 ms). After it the disk delays no tick
+//! until [`ROOM`] records wait (then the sampler waits too, and the ticks
+//! it missed are a sampling gap: no frame is dropped). A stream (a pipe,
+//! whose reader may stall for long) is spooled from the start
+//! ([`TickWriter::spool`]).
 
 use super::encoder::RecordEncoder;
 use super::writer::RecordFile;
@@ -118,8 +122,11 @@ impl TickWriter {
         }
     }
 
-    /// Moves the file to a thread of its own (kept here if none starts).
-    fn spool(&mut self) {
+    /// Moves the writing to a thread of its own now, for the rest of the
+    /// recording (kept here if no thread starts). For a stream: a pipe's
+    /// reader may stall for as long as it likes, and the first slow write
+    /// would hold the sampler that long.
+    pub fn spool(&mut self) {
         let Out::Here(file) = std::mem::replace(&mut self.out, Out::Ended) else {
             return;
         };
