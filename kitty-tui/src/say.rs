@@ -64,7 +64,14 @@ impl Skipped {
     pub fn end(&mut self) -> Option<String> {
         let r = self.run.take()?;
         Some(match r.first == r.last {
-            true => format!("frame {} at byte {}: {}; skipped", r.first, r.offset, r.why),
+            true => {
+                let e = kitty_core::sinks::record::RecordError::Corrupt {
+                    index: r.first,
+                    offset: r.offset,
+                    why: r.why,
+                };
+                format!("{e}; skipped")
+            }
             false => format!(
                 "frames {}-{} (from byte {}): {}; skipped",
                 r.first, r.last, r.offset, r.why

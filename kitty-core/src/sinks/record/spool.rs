@@ -167,23 +167,23 @@ impl Spool {
     /// Starts the writing thread; the file back if it cannot.
     fn start(file: RecordFile) -> Result<Spool, RecordFile> {
         let (tx, rx) = sync_channel(ROOM);
-        // The file travels back if the thread cannot start.
-        let keep = Arc::new(Mutex::new(Some(file)));
-        let given = keep.clone();
+        // The file goes over once the thread runs, so that it stays here
+        // if the thread cannot start.
+        let (give, given) = sync_channel::<RecordFile>(1);
         let spawned = std::thread::Builder::new()
             .name("kitty-writer".into())
-            .spawn(move || {
-                let file = given.lock().unwrap_or_else(|e| e.into_inner()).take();
-                write_all(file.expect("the file is handed over"), rx)
+            .spawn(move || match given.recv() {
+                Ok(file) => write_all(file, rx),
+                Err(_) => Err(RecordError::Io(
+                    "the recording".into(),
+                    std::io::Error::other("its file was never handed over"),
+                )),
             });
-        match spawned {
-            Ok(thread) => Ok(Spool { feed: tx, thread }),
-            Err(_) => Err(keep
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .expect("the thread never started")),
-        }
+        let Ok(thread) = spawned else {
+            return Err(file);
+        };
+        give.send(file).map_err(|back| back.0)?;
+        Ok(Spool { feed: tx, thread })
     }
 
     /// Hands a record over (waits while [`ROOM`] wait); false once the
