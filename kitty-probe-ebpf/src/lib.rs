@@ -5,6 +5,7 @@
 //! frame signals as an `Enricher`. Each probe degrades on its own. The
 //! profiler (`profile`) is separate: it runs on request, not every tick.
 
+mod culprits;
 pub mod events;
 pub mod flow;
 pub mod hist;

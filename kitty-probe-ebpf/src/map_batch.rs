@@ -1,5 +1,4 @@
-//! A hash map read whole with `bpf(BPF_MAP_LOOKUP_BATCH)` (or read and
-//! emptied with `BPF_MAP_LOOKUP_AND_DELETE_BATCH`): one syscall a tick for
+//! A hash map read whole with `bpf(BPF_MAP_LOOKUP_BATCH)`: one syscall a tick for
 //! every entry, where aya's per-entry walk costs two `bpf()` calls an entry
 //! (`get_next_key`, then `lookup`) and the kernel refuses map iterator
 //! programs (seen on one 6.18 VM). aya 0.14 has no batch calls, so this
@@ -10,7 +9,6 @@ use aya::maps::{MapData, MapType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
-const BPF_MAP_LOOKUP_AND_DELETE_BATCH: libc::c_long = 25;
 
 /// Entries the buffers have room for at first: they grow as a map is
 /// found fuller, so a large per-CPU map on a many-CPU node costs memory
@@ -55,26 +53,12 @@ pub struct MapBatch {
     slots: usize,
     keys: Vec<u8>,
     values: Vec<u8>,
-    /// `BPF_MAP_LOOKUP_BATCH`, or `..._AND_DELETE_BATCH` for a map read
-    /// and emptied.
-    cmd: libc::c_long,
 }
 
 impl MapBatch {
     /// For a hash map, per-CPU or not, LRU or not; checks with one read
     /// that this kernel has batch lookups for it (5.6 and later).
     pub fn new(map: &MapData) -> Result<MapBatch, ProbeError> {
-        Self::with(map, BPF_MAP_LOOKUP_BATCH)
-    }
-
-    /// For a hash map that each read also empties (the entries read are
-    /// deleted, bucket by bucket, under the bucket's lock); the check's
-    /// read empties it too.
-    pub fn taking(map: &MapData) -> Result<MapBatch, ProbeError> {
-        Self::with(map, BPF_MAP_LOOKUP_AND_DELETE_BATCH)
-    }
-
-    fn with(map: &MapData, cmd: libc::c_long) -> Result<MapBatch, ProbeError> {
         let kernel =
             |what: &str, e: &dyn std::fmt::Display| ProbeError::Kernel(format!("{what}: {e}"));
         let info = map.info().map_err(|e| kernel("map info", &e))?;
@@ -105,7 +89,6 @@ impl MapBatch {
             slots: FIRST_SLOTS.min(max_entries),
             keys: Vec::new(),
             values: Vec::new(),
-            cmd,
         };
         let _ = b.read()?;
         Ok(b)
@@ -124,8 +107,7 @@ impl MapBatch {
         }
     }
 
-    /// Every entry now: (key bytes, value bytes), deleted from the map as
-    /// it is read when the batch is [`MapBatch::taking`]. Entries written
+    /// Every entry now: (key bytes, value bytes). Entries written
     /// during the walk may or may not be in it, as with any walk of a live
     /// map.
     pub fn read(&mut self) -> Result<impl ExactSizeIterator<Item = (&[u8], &[u8])>, ProbeError> {
@@ -159,7 +141,7 @@ impl MapBatch {
             let rc = unsafe {
                 libc::syscall(
                     libc::SYS_bpf,
-                    self.cmd,
+                    BPF_MAP_LOOKUP_BATCH,
                     attr.as_mut_ptr(),
                     std::mem::size_of_val(&attr) as libc::c_uint,
                 )

@@ -7,6 +7,7 @@ use crate::load::ProbeError;
 use aya::maps::MapData;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::AtomicU32;
 
 /// The array's values as the kernel keeps them (the mapping keeps the map
 /// alive on its own).
@@ -82,6 +83,21 @@ impl<T: aya::Pod> MappedArray<T> {
         // SAFETY: inside the mapping, 8-byte aligned (page-aligned base, a
         // stride of a multiple of 8), T is plain data.
         self.at(i).map(|p| unsafe { std::ptr::read_volatile(p) })
+    }
+
+    /// The `u32` at byte `offset` of the value at `i`, for atomic
+    /// operations shared with the kernel's on it (None when out of range
+    /// or not a 4-byte aligned field).
+    pub fn atomic_u32(&self, i: u32, offset: usize) -> Option<&AtomicU32> {
+        if !offset.is_multiple_of(4) || offset + 4 > std::mem::size_of::<T>() {
+            return None;
+        }
+        // SAFETY: inside the value at `i` (checked above), 4-byte aligned
+        // (an 8-byte aligned value, a multiple of 4 into it); the mapping
+        // lives as long as `self`, and the kernel accesses it atomically
+        // too.
+        self.at(i)
+            .map(|p| unsafe { AtomicU32::from_ptr(p.cast::<u8>().add(offset).cast()) })
     }
 
     /// Writes the value at `i` (false if out of range).

@@ -1,68 +1,20 @@
 //! Run-queue latency per watched process (p50/p99/max per tick, and the
 //! interval's histogram for the detail view), and who ran instead: the
 //! kernel charges each wait to the tasks that held the CPU meanwhile; this
-//! takes the tick's charges (reads and empties the map) per rank, as a
-//! share of the rank's wait.
+//! takes the tick's charges per rank (`culprits`), as a share of the
+//! rank's wait.
 
+use crate::culprits::CulpritSlots;
 use crate::hist::{Hist, RawHist};
 use crate::load::{self, objects, ProbeError};
-use crate::map_batch::MapBatch;
 use crate::watched::SlotFilter;
-use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use kitty_core::model::rates::hundredths;
 use kitty_core::model::{Frame, HistKind, RanInstead, Sig, Text};
 use std::collections::{BTreeSet, HashMap};
 
-/// Must match `struct culprit_key` / `struct culprit` in bpf/runq.bpf.c.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct CulpritKey {
-    rank: u32,
-    tgid: u32,
-}
-// SAFETY: repr(C) plain data without padding.
-unsafe impl aya::Pod for CulpritKey {}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct Culprit {
-    wait_ns: u64,
-    cpu: u32,
-    _pad: u32,
-}
-// SAFETY: repr(C) plain data with explicit padding.
-unsafe impl aya::Pod for Culprit {}
-
-/// The ways the culprit map can be taken (read and emptied), cheapest
-/// first.
-#[derive(Clone, Copy, Debug)]
-pub enum CulpritRead {
-    /// One `bpf(BPF_MAP_LOOKUP_AND_DELETE_BATCH)` call (Linux 5.6+).
-    Batch,
-    /// Three `bpf()` calls an entry: its key, its value, its deletion
-    /// (always there).
-    Lookups,
-}
-
 /// (rank, task, wait ns): a charge as the tests compare them.
 pub type Charge = (u32, u32, u64);
-
-/// A culprit entry from its key's and value's bytes.
-fn culprit_of(key: &[u8], value: &[u8]) -> (CulpritKey, Culprit) {
-    let u32_at = |b: &[u8], o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
-    (
-        CulpritKey {
-            rank: u32_at(key, 0),
-            tgid: u32_at(key, 4),
-        },
-        Culprit {
-            wait_ns: u64::from_ne_bytes(value[0..8].try_into().unwrap()),
-            cpu: u32_at(value, 8),
-            _pad: 0,
-        },
-    )
-}
 
 /// How a culprit is shown: its comm and container.
 #[derive(Clone, Default)]
@@ -90,10 +42,8 @@ pub struct RunqProbe {
     _ebpf: Ebpf,
     /// The filter, and each watched process's histogram by its index.
     watched: SlotFilter,
-    culprits: BpfHashMap<MapData, CulpritKey, Culprit>,
-    /// The tick's charges taken in one batch call (else why, and three
-    /// bpf() calls per entry through `culprits`).
-    culprit_batch: Result<MapBatch, ProbeError>,
+    /// Who ran instead, per watched index, read in place.
+    culprits: CulpritSlots,
     prev: HashMap<u32, RawHist>,
     /// Culprit names and containers, by pid (read once while charged).
     names: HashMap<u32, Named>,
@@ -104,19 +54,11 @@ impl RunqProbe {
         let mut ebpf = load::load_object(objects::RUNQ, &[])?;
         load::attach_all(&mut ebpf, &[("runq_switch", "sched_switch")])?;
         let watched = SlotFilter::take(&mut ebpf)?;
-        let raw = ebpf
-            .take_map("culprits")
-            .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
-        let aya::maps::Map::HashMap(data) = &raw else {
-            return Err(ProbeError::Missing("culprits as a hash map".into()));
-        };
-        let culprit_batch = MapBatch::taking(data);
-        let culprits = BpfHashMap::try_from(raw).map_err(|e| load::reason(&e))?;
+        let culprits = CulpritSlots::map(&mut ebpf)?;
         Ok(RunqProbe {
             _ebpf: ebpf,
             watched,
             culprits,
-            culprit_batch,
             prev: HashMap::new(),
             names: HashMap::new(),
         })
@@ -149,15 +91,20 @@ impl RunqProbe {
 
     pub fn enrich(&mut self, frame: &mut Frame) {
         let pids: BTreeSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
-        self.watched.sync(&pids);
+        let culprits = &mut self.culprits;
+        self.watched.sync(&pids, |idx| culprits.zero(idx));
         self.prev.retain(|pid, _| pids.contains(pid));
         let secs = frame.interval_ms.max(1) as f64 / 1000.0;
-        let waits = self.take_culprits(&pids);
+        let mut waits = self.culprits.read(self.watched.indices(), frame.mono_ns);
         for r in frame.ranks.iter_mut() {
             let pid = r.key.pid;
-            if let Some(mine) = waits.get(&pid) {
-                let total: u64 = mine.iter().map(|w| w.1).sum();
-                let mut list: Vec<(u32, u64, u32)> = mine.clone();
+            if let Some(mine) = waits.remove(&pid) {
+                // A rank's own threads waiting for each other are not
+                // another task: the shares are of the waits for others
+                // (those charged to no task included).
+                let mut list = mine.by_task;
+                list.retain(|w| w.0 != pid);
+                let total = list.iter().map(|w| w.1).sum::<u64>() + mine.rest_ns;
                 list.sort_by_key(|w| std::cmp::Reverse(w.1));
                 list.truncate(KEEP);
                 r.ran_instead = list
@@ -196,42 +143,7 @@ impl RunqProbe {
 
     /// What it attached and how it reads the culprits, as `doctor` says.
     pub fn strategy(&self) -> String {
-        let hooks = "tp_btf/sched_switch (sched_info.last_queued)";
-        match &self.culprit_batch {
-            Ok(_) => format!("{hooks}, culprits by lookup-and-delete batch"),
-            // Still every signal, at three bpf() calls a culprit.
-            Err(why) => format!("{hooks}, culprits by lookups (batch: {why})"),
-        }
-    }
-
-    /// The charges since the last take, the cheapest way this kernel
-    /// has (a failed batch falls back to lookups for that tick).
-    fn culprit_entries(&mut self) -> Vec<(CulpritKey, Culprit)> {
-        [CulpritRead::Batch, CulpritRead::Lookups]
-            .into_iter()
-            .find_map(|way| self.culprits_by(way))
-            .unwrap_or_default()
-    }
-
-    /// The charges taken one way (the map is empty of them after), when
-    /// this kernel has it.
-    fn culprits_by(&mut self, way: CulpritRead) -> Option<Vec<(CulpritKey, Culprit)>> {
-        Some(match way {
-            CulpritRead::Batch => {
-                let rows = self.culprit_batch.as_mut().ok()?.read().ok()?;
-                rows.map(|(k, v)| culprit_of(k, v)).collect()
-            }
-            CulpritRead::Lookups => {
-                let keys: Vec<CulpritKey> = self.culprits.keys().filter_map(Result::ok).collect();
-                keys.into_iter()
-                    .filter_map(|k| {
-                        let c = self.culprits.get(&k, 0).ok()?;
-                        let _ = self.culprits.remove(&k);
-                        Some((k, c))
-                    })
-                    .collect()
-            }
-        })
+        "tp_btf/sched_switch (sched_info.last_queued), culprits read in place".into()
     }
 
     /// The waits of a watched process counted so far, in us, and how many
@@ -242,31 +154,26 @@ impl RunqProbe {
         Some((h.sum_us, h.count))
     }
 
-    /// The charges taken one way, sorted (for the tests of the ways);
-    /// None where this kernel does not have that way.
+    /// How many culprit slots of a watched process hold a task now (for
+    /// the tests).
     #[doc(hidden)]
-    pub fn charges_by(&mut self, way: CulpritRead) -> Option<Vec<Charge>> {
-        let mut v: Vec<Charge> = self
-            .culprits_by(way)?
-            .into_iter()
-            .map(|(k, c)| (k.rank, k.tgid, c.wait_ns))
-            .collect();
-        v.sort();
-        Some(v)
+    pub fn culprit_slots_used(&self, pid: u32) -> Option<usize> {
+        Some(self.culprits.used(*self.watched.indices().get(&pid)?))
     }
 
-    /// This tick's charges per rank: (culprit tgid, ns, cpu). Charges of
-    /// a process no longer watched are dropped with the rest.
-    fn take_culprits(&mut self, ranks: &BTreeSet<u32>) -> HashMap<u32, Vec<(u32, u64, u32)>> {
-        let mut out: HashMap<u32, Vec<(u32, u64, u32)>> = HashMap::new();
-        for (k, c) in self.culprit_entries() {
-            if c.wait_ns > 0 && k.tgid != k.rank && ranks.contains(&k.rank) {
-                out.entry(k.rank)
-                    .or_default()
-                    .push((k.tgid, c.wait_ns, c.cpu));
+    /// The charges since the last read (this or a tick's), sorted, the
+    /// waits charged to no task as task `u32::MAX` (for the tests).
+    #[doc(hidden)]
+    pub fn charges(&mut self, now_ns: u64) -> Vec<Charge> {
+        let mut v: Vec<Charge> = Vec::new();
+        for (rank, c) in self.culprits.read(self.watched.indices(), now_ns) {
+            v.extend(c.by_task.iter().map(|&(tgid, ns, _)| (rank, tgid, ns)));
+            if c.rest_ns > 0 {
+                v.push((rank, u32::MAX, c.rest_ns));
             }
         }
-        out
+        v.sort();
+        v
     }
 }
 

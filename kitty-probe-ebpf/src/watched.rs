@@ -106,9 +106,15 @@ impl SlotFilter {
         self.hists.get(*self.idx.get(&tgid)?)
     }
 
+    /// The watched processes' indices, by pid.
+    pub fn indices(&self) -> &BTreeMap<u32, u32> {
+        &self.idx
+    }
+
     /// Watches `pids` from now on: the gone leave the filter before their
-    /// index is free, a new one's histogram is zeroed before it enters.
-    pub fn sync(&mut self, pids: &BTreeSet<u32>) {
+    /// index is free, a new one's histogram is zeroed (and `fresh` called
+    /// with its index, for what else is kept by index) before it enters.
+    pub fn sync(&mut self, pids: &BTreeSet<u32>, mut fresh: impl FnMut(u32)) {
         let mut freed = Vec::new();
         self.idx.retain(|pid, i| {
             let keep = pids.contains(pid);
@@ -123,6 +129,7 @@ impl SlotFilter {
             }
             let Some(i) = self.free.pop() else { break };
             self.hists.set(i, RawHist::default());
+            fresh(i);
             self.idx.insert(pid, i);
         }
         self.write(pids);

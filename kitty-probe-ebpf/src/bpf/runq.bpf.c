@@ -16,8 +16,8 @@
  * Who ran instead: every switch notes, in its CPU's small ring, when and
  * which task got the CPU (two stores). When a watched thread runs, its wait
  * is split among the tasks that held this CPU meanwhile and charged to
- * them, per (rank, task), in the kernel, until the user side takes the
- * charges (each tick). Only this CPU writes and reads its
+ * them, in the watched process's culprit slots, which the user side reads
+ * in place each tick. Only this CPU writes and reads its
  * ring, always under its runqueue's lock: no races. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
@@ -93,26 +93,33 @@ struct {
 	__type(value, struct cpu_ring);
 } rings SEC(".maps");
 
-struct culprit_key {
-	u32 rank;    /* the waiting rank's tgid */
-	u32 tgid;    /* the task that ran instead (0: the CPU was idle) */
-};
+/* Who ran instead, per watched process (by its index): CULPRIT_SLOTS
+ * slots, each a task and every wait charged to it since the slot was
+ * claimed. A task claims a free slot from a place its tgid picks, probing
+ * the next ones; the last slot takes the waits of tasks that found none
+ * free. The kernel only adds; the user side maps the array, reads each
+ * watched process's slots a tick (no bpf() call, no walk of a hash map's
+ * buckets) and takes the differences, and frees a slot whose task was not
+ * charged for a while.
+ *
+ * A claim is a store and a check that it held, not a compare-and-swap
+ * (which needs BPF CPU v3 and Linux 5.12): two CPUs claiming one free slot
+ * for one process in the same instant may both see their own store, and
+ * one charge then goes to the other's task. */
+#define CULPRIT_SLOTS 32
+#define CULPRIT_PROBES (CULPRIT_SLOTS - 1)
 
 struct culprit {
-	u64 wait_ns;
-	u32 cpu;     /* where the last such wait was */
-	u32 _pad;
+	u32 who;     /* the task's tgid + 1 (1: the CPU was idle); 0: free */
+	u32 cpu;     /* where the last wait charged to it was */
+	u64 wait_ns; /* charged since the slot was zeroed; never reset here */
 };
 
-/* The charges since the user side last read them: it reads and empties
- * the map in one call a tick (lookup-and-delete batch), so the map holds
- * one tick's (rank, task) pairs, not every pair of the last minute, and a
- * read walks 1024 buckets, not 4096. A pair charged while it is being
- * deleted loses that one charge. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct culprit_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_WATCHED * CULPRIT_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, u32);
 	__type(value, struct culprit);
 } culprits SEC(".maps");
 
@@ -144,19 +151,30 @@ static __always_inline s32 watched_idx(u32 tgid)
 
 /* A global function: the verifier checks it once, not at every call site
  * of the split's loop (which, inlined, was too many paths for it). */
-__attribute__((noinline)) int charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
+__attribute__((noinline)) int charge(u32 idx, u32 tgid, u64 ns, u32 cpu)
 {
-	if (!ns)
+	if (!ns || idx >= MAX_WATCHED)
 		return 0;
-	struct culprit_key k = { .rank = rank, .tgid = tgid };
-	struct culprit *c = bpf_map_lookup_elem(&culprits, &k);
-	if (!c) {
-		struct culprit zero = {};
-		bpf_map_update_elem(&culprits, &k, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&culprits, &k);
+	u32 who = tgid + 1;
+	u32 base = idx * CULPRIT_SLOTS;
+	u32 start = (tgid * 2654435761u) % CULPRIT_PROBES;
+	u32 key = base + CULPRIT_PROBES; /* the rest, unless a slot is found */
+	for (u32 i = 0; i < CULPRIT_PROBES; i++) {
+		u32 k = base + (start + i) % CULPRIT_PROBES;
+		struct culprit *c = bpf_map_lookup_elem(&culprits, &k);
 		if (!c)
 			return 0;
+		volatile u32 *owner = &c->who; /* read again after the store */
+		if (*owner == 0)
+			*owner = who;
+		if (*owner == who) {
+			key = k;
+			break;
+		}
 	}
+	struct culprit *c = bpf_map_lookup_elem(&culprits, &key);
+	if (!c)
+		return 0;
 	__sync_fetch_and_add(&c->wait_ns, ns);
 	c->cpu = cpu;
 	return 0;
@@ -167,7 +185,7 @@ __attribute__((noinline)) int charge(u32 rank, u32 tgid, u64 ns, u32 cpu)
  * switch being handled): each owns the time until the next switch.
  * Consecutive records of one task are charged once. Time before the ring's
  * oldest record (more than RING switches in one wait) is not charged. */
-static __always_inline void split_wait(u32 rank, struct cpu_ring *q, u32 cpu, u64 since, u64 now)
+static __always_inline void split_wait(u32 idx, struct cpu_ring *q, u32 cpu, u64 since, u64 now)
 {
 	u32 head = q->head;
 	u64 end = now;
@@ -179,7 +197,7 @@ static __always_inline void split_wait(u32 rank, struct cpu_ring *q, u32 cpu, u6
 		u64 start = ts > since ? ts : since;
 		if (end > start) {
 			if (r->tgid != owner) {
-				charge(rank, owner, owned, cpu);
+				charge(idx, owner, owned, cpu);
 				owner = r->tgid;
 				owned = 0;
 			}
@@ -189,7 +207,7 @@ static __always_inline void split_wait(u32 rank, struct cpu_ring *q, u32 cpu, u6
 			break;
 		end = ts;
 	}
-	charge(rank, owner, owned, cpu);
+	charge(idx, owner, owned, cpu);
 }
 
 SEC("tp_btf/sched_switch")
@@ -220,7 +238,7 @@ int BPF_PROG(runq_switch, bool preempt, struct task_struct *prev, struct task_st
 	u64 since = n->sched_info.last_queued;
 	if (!since || since > now)
 		return 0;
-	split_wait(tgid, q, cpu, since, now);
+	split_wait((u32)idx, q, cpu, since, now);
 	u64 delta_us = (now - since) / 1000;
 	u32 key = (u32)idx;
 	struct hist *hi = bpf_map_lookup_elem(&runq_hist, &key);
