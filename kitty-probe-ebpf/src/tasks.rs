@@ -30,11 +30,34 @@ const NODE_PROGRAM: &str = "kitty_node_cpu";
 /// Every open file of one process, for the fd inventory.
 const FILES_PROGRAM: &str = "kitty_task_files";
 
-/// Must match `struct file_row` in bpf/tasks.bpf.c: fd, kind, ino,
-/// name[16], dir[16].
+/// Must match `struct file_row` in bpf/tasks.bpf.c: fd, kind, ino, then
+/// a socket's `struct socket_kind` (family, type, protocol: u16 each;
+/// state, known: u8 each) or anything else's name[16], dir[16].
 const FILE_ROW: usize = 48;
 /// `kind`: a socket (by inode), or anything else (by its names).
 const FILE_SOCKET: u32 = 1;
+
+/// Whether a socket row is a TCP socket that can be in the kernel's
+/// established hash (sock_diag finds it): IPv4 or IPv6, a stream, TCP, not
+/// listening and not closed (a socket not yet connected, or done). None
+/// when the row could not say.
+fn connectable_tcp(row: &[u8]) -> Option<bool> {
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 10;
+    const SOCK_STREAM: u16 = 1;
+    const IPPROTO_TCP: u16 = 6;
+    const TCP_CLOSE: u8 = 7;
+    const TCP_LISTEN: u8 = 10;
+    let u16_at = |o: usize| u16::from_ne_bytes([row[o], row[o + 1]]);
+    let (family, kind, protocol, state, known) =
+        (u16_at(16), u16_at(18), u16_at(20), row[22], row[23]);
+    (known == 1).then_some(
+        matches!(family, AF_INET | AF_INET6)
+            && kind == SOCK_STREAM
+            && protocol == IPPROTO_TCP
+            && !matches!(state, TCP_CLOSE | TCP_LISTEN),
+    )
+}
 
 /// Must match `struct cpu_row` in bpf/tasks.bpf.c: tid, tgid, exec_ns,
 /// dead_exec_ns, leader_start_ns, comm[16].
@@ -221,13 +244,24 @@ impl FileWalk {
 }
 
 /// The fd inventory of one walk's rows: every row an open fd, a socket's
-/// inode, a verbs device by the same rule as an fd link's target.
+/// inode (and whether it is a connectable TCP socket), a verbs device by
+/// the same rule as an fd link's target.
 fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
-    let mut inv = FdInventory::default();
+    let mut inv = FdInventory {
+        tcp_inodes: Some(Vec::new()),
+        ..Default::default()
+    };
     for b in rows {
         inv.count += 1;
         if u32_at(b, 4) == FILE_SOCKET {
-            inv.socket_inodes.push(u64_at(b, 8));
+            let inode = u64_at(b, 8);
+            inv.socket_inodes.push(inode);
+            match connectable_tcp(b) {
+                Some(true) => inv.tcp_inodes.iter_mut().for_each(|t| t.push(inode)),
+                Some(false) => {}
+                // One socket the walk could not tell: all of them asked.
+                None => inv.tcp_inodes = None,
+            }
         } else if b[16..32].starts_with(b"uverbs") {
             // Text only for a likely device: most of a rank's fds are not.
             let (name, dir) = (comm_text(&b[16..32]), comm_text(&b[32..48]));

@@ -12,9 +12,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// A process holding 600 plain files, TCP and Unix sockets (one of them
-/// twice), and a file named as a verbs device (`infiniband/uverbs7`); on a
-/// line of its stdin it closes the device and a Unix socket, and it exits
-/// when its stdin closes.
+/// twice), a UDP socket, a TCP socket not connected, a bound Unix socket
+/// and an O_PATH fd of its path (a file, not a socket), and a file named as
+/// a verbs device (`infiniband/uverbs7`); it says the inodes of its
+/// connected TCP sockets; on a line of its stdin it closes the device and
+/// a Unix socket, and it exits when its stdin closes.
 const HOLDER: &str = r#"
 import os, socket, sys
 d = sys.argv[1]
@@ -26,7 +28,10 @@ l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
 c = socket.create_connection(l.getsockname()); a, _ = l.accept()
 u1, u2 = socket.socketpair()
 keep += [l, c, a, u1, u2, os.dup(c.fileno())]
-print("ready", flush=True)
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); unconnected = socket.socket()
+bound = socket.socket(socket.AF_UNIX); bound.bind(d + "/sock")
+keep += [udp, unconnected, bound, os.open(d + "/sock", os.O_PATH)]
+print("ready", os.fstat(c.fileno()).st_ino, os.fstat(a.fileno()).st_ino, flush=True)
 sys.stdin.readline()
 keep[0].close(); u2.close()
 print("closed", flush=True)
@@ -52,7 +57,14 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
         out.read_line(&mut line).unwrap();
         line.trim().to_string()
     };
-    assert_eq!(said(), "ready");
+    let ready = said();
+    let mut connected: Vec<u64> = ready
+        .strip_prefix("ready ")
+        .expect("ready and two inodes")
+        .split(' ')
+        .map(|i| i.parse().unwrap())
+        .collect();
+    connected.sort();
     let pid = child.id();
     let procfs =
         || read_process(Path::new(&format!("/proc/{pid}")), 4096, Reuse::default()).unwrap();
@@ -89,9 +101,13 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
     assert_eq!(walked.socket_inodes, read.socket_inodes);
     assert_eq!(
         walked.socket_inodes.len(),
-        5,
-        "5 sockets, one of them twice"
+        8,
+        "8 sockets, one of them twice; a socket's path opened is a file"
     );
+    // Only the walk tells a socket's kind: of the eight, sock_diag can
+    // find the two connected TCP sockets.
+    assert_eq!(walked.tcp_inodes, Some(connected.clone()));
+    assert_eq!(read.tcp_inodes, None);
     assert_eq!(walked.uverbs, read.uverbs);
     assert_eq!(walked.uverbs, [7]);
 
@@ -105,7 +121,8 @@ fn the_file_walk_and_procfs_give_the_same_fd_inventory() {
     assert_eq!(row_count(&mut it), Some(again.count));
     assert_eq!(stat_count(), again.count);
     assert_eq!(again.socket_inodes, read.socket_inodes);
-    assert_eq!(again.socket_inodes.len(), 4);
+    assert_eq!(again.socket_inodes.len(), 7);
+    assert_eq!(again.tcp_inodes, Some(connected));
     assert!(again.uverbs.is_empty());
 
     drop(child.stdin.take());

@@ -109,6 +109,7 @@ impl ProcReader {
                     p.sample.fds.map(|count| FdReuse {
                         count,
                         socket_inodes: &p.sample.socket_inodes,
+                        tcp_inodes: p.sample.tcp_inodes.as_deref(),
                         uverbs: &p.sample.uverbs,
                     })
                 });

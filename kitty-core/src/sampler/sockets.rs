@@ -7,7 +7,7 @@ use crate::model::rates::rate;
 use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
 use crate::sources::kept::{Every, KeptFiles};
 use crate::sources::netstat::parse_kept;
-use crate::sources::sockdiag::SockDiag;
+use crate::sources::sockdiag::{SockDiag, Wanted};
 use crate::sources::tcp_table::{read_tables, SocketRaw};
 use crate::sources::Roots;
 use std::collections::{BTreeMap, HashMap};
@@ -66,13 +66,20 @@ impl SocketReader {
         let spaces = namespaces(samples);
         for (ns, pids) in &spaces {
             let dir = roots.pid_dir(pids[0]);
-            let wanted: Vec<u64> = samples
-                .iter()
-                .filter(|(w, _)| w.netns == Some(*ns))
-                .flat_map(|(_, s)| s.socket_inodes.iter().copied())
+            let here = || samples.iter().filter(|(w, _)| w.netns == Some(*ns));
+            // Only the TCP sockets sock_diag can find, where the fd walk
+            // told them apart; every socket where it could not.
+            let wanted: Vec<u64> = here()
+                .flat_map(|(_, s)| s.tcp_inodes.as_ref().unwrap_or(&s.socket_inodes))
+                .copied()
                 .collect();
+            let kinds = if here().all(|(_, s)| s.tcp_inodes.is_some()) {
+                Wanted::ConnectableTcp
+            } else {
+                Wanted::AnySocket
+            };
             let table = if self.use_sock_diag {
-                match self.sockdiag.sockets(*ns, &dir, &wanted) {
+                match self.sockdiag.sockets(*ns, &dir, &wanted, kinds) {
                     Ok(t) => t,
                     Err(e) => {
                         err = Some(e.to_string());

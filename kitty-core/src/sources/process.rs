@@ -48,6 +48,9 @@ pub struct ProcSample {
     pub fds: Option<u64>,
     /// Inodes of the process's sockets (`socket:[N]` fd links).
     pub socket_inodes: Vec<u64>,
+    /// Its connectable TCP sockets, where the fd walk could tell
+    /// ([`FdInventory::tcp_inodes`]).
+    pub tcp_inodes: Option<Vec<u64>>,
     /// RDMA uverbs devices it has open (`/dev/infiniband/uverbs<N>` fds).
     pub uverbs: Vec<u32>,
     /// Whether the fd links were read this time (false: reused, count unchanged).
@@ -69,6 +72,7 @@ pub struct ProcSample {
 pub struct FdReuse<'a> {
     pub count: u64,
     pub socket_inodes: &'a [u64],
+    pub tcp_inodes: Option<&'a [u64]>,
     pub uverbs: &'a [u32],
 }
 
@@ -393,6 +397,7 @@ fn read_fds(
         if counted.or_else(|| fd_count_from_stat(dir)) == Some(r.count) {
             sample.fds = Some(r.count);
             sample.socket_inodes = r.socket_inodes.to_vec();
+            sample.tcp_inodes = r.tcp_inodes.map(<[u64]>::to_vec);
             sample.uverbs = r.uverbs.to_vec();
             return;
         }
@@ -403,6 +408,7 @@ fn read_fds(
     };
     sample.fds = Some(inv.count);
     sample.socket_inodes = inv.socket_inodes;
+    sample.tcp_inodes = inv.tcp_inodes;
     sample.uverbs = inv.uverbs;
     sample.fds_rescanned = true;
 }
@@ -729,6 +735,7 @@ mod tests {
                 Some(FdInventory {
                     count: 3,
                     socket_inodes: vec![42],
+                    tcp_inodes: Some(vec![42]),
                     uverbs: vec![1],
                 })
             };
@@ -738,8 +745,8 @@ mod tests {
         let own = read(procfs.start_time);
         assert!(own.counters_from_rows && own.fds_rescanned);
         assert_eq!(
-            (own.fds, own.socket_inodes, own.uverbs),
-            (Some(3), vec![42], vec![1])
+            (own.fds, own.socket_inodes, own.tcp_inodes, own.uverbs),
+            (Some(3), vec![42], Some(vec![42]), vec![1])
         );
         // Rows of another start: their pid may be another process as the
         // walker sees it; the fixture has no fd/ to scan either.
@@ -762,12 +769,14 @@ mod tests {
                 Some(FdInventory {
                     count: 4,
                     socket_inodes: vec![7],
+                    tcp_inodes: None,
                     uverbs: vec![],
                 })
             };
             let last = FdReuse {
                 count: 3,
                 socket_inodes: &[42],
+                tcp_inodes: Some(&[42]),
                 uverbs: &[1],
             };
             let rows = leader_row(procfs.pid, procfs.start_time, open_fds);
@@ -776,12 +785,15 @@ mod tests {
         let same = read(Some(3));
         assert!(!same.fds_rescanned);
         assert_eq!(
-            (same.fds, same.socket_inodes, same.uverbs),
-            (Some(3), vec![42], vec![1])
+            (same.fds, same.socket_inodes, same.tcp_inodes, same.uverbs),
+            (Some(3), vec![42], Some(vec![42]), vec![1])
         );
         let more = read(Some(4));
         assert!(more.fds_rescanned);
-        assert_eq!((more.fds, more.socket_inodes), (Some(4), vec![7]));
+        assert_eq!(
+            (more.fds, more.socket_inodes, more.tcp_inodes),
+            (Some(4), vec![7], None)
+        );
         // Not counted (a table too large to count): no count to compare,
         // so walked again.
         let unknown = read(None);
@@ -868,6 +880,7 @@ mod tests {
         let fds = Some(FdReuse {
             count: first.fds.unwrap(),
             socket_inodes: &[1, 2, 3],
+            tcp_inodes: None,
             uverbs: &[],
         });
         let again = read_process(
@@ -887,6 +900,7 @@ mod tests {
         let bad = Some(FdReuse {
             count: 1_000_000,
             socket_inodes: &[],
+            tcp_inodes: None,
             uverbs: &[],
         });
         let changed = read_process(

@@ -58,9 +58,24 @@ struct Ns {
 
 /// A full dump walks every bucket of the kernel's TCP hash (tens of ms on a
 /// large table), so it runs only when a rank has a socket not seen before, and
-/// otherwise once a minute to recheck sockets that were not TCP-connected yet.
-/// In between, the watched sockets are looked up one by one (a hash lookup each).
+/// otherwise, for sockets of unknown kind, once a minute to recheck those
+/// that were not TCP-connected yet. In between, the watched sockets are
+/// looked up one by one (a hash lookup each).
 const FULL_DUMP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the wanted sockets are known to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// Any socket (the fd links say only "socket"): unix and UDP sockets,
+    /// listeners, and TCP sockets not yet connected are not in a dump;
+    /// one of them may connect later, so they are looked for again once
+    /// a minute.
+    AnySocket,
+    /// TCP sockets that were connecting, connected or closing when the fd
+    /// walk saw them: one the dump did not have closed since, and no
+    /// later dump would find it (one that connects later is wanted anew).
+    ConnectableTcp,
+}
 /// Requests per batch: the answers must fit the netlink receive buffer.
 const BATCH: usize = 64;
 /// The netlink receive buffer's size.
@@ -108,9 +123,12 @@ impl SockDiag {
         netns: u64,
         pid_dir: &Path,
         wanted: &[u64],
+        kinds: Wanted,
     ) -> Result<HashMap<u64, SocketRaw>> {
         let ns = self.ns(netns, pid_dir)?;
-        let fresh = ns.dumped_at.is_some_and(|t| t.elapsed() < FULL_DUMP_EVERY);
+        let fresh = ns
+            .dumped_at
+            .is_some_and(|t| kinds == Wanted::ConnectableTcp || t.elapsed() < FULL_DUMP_EVERY);
         let new_socket = wanted
             .iter()
             .any(|i| !ns.ids.contains_key(i) && !ns.absent.contains(i));
@@ -443,14 +461,24 @@ mod tests {
             super::super::process::parse_socket_link(link.to_str().unwrap()).unwrap()
         };
         let first = sd
-            .sockets(netns, Path::new("/proc/self"), &[inode, inode2])
+            .sockets(
+                netns,
+                Path::new("/proc/self"),
+                &[inode, inode2],
+                Wanted::AnySocket,
+            )
             .unwrap();
         assert_eq!(first.len(), 2, "a new socket triggers a dump that finds it");
         c.write_all(&[1u8; 5000]).unwrap();
         a.read_exact(&mut got[..5000]).unwrap();
         drop(c2);
         let again = sd
-            .sockets(netns, Path::new("/proc/self"), &[inode, inode2])
+            .sockets(
+                netns,
+                Path::new("/proc/self"),
+                &[inode, inode2],
+                Wanted::AnySocket,
+            )
             .unwrap();
         let s2 = again.get(&inode).expect("exact lookup finds the socket");
         assert_eq!(s2.local, s.local);
@@ -487,13 +515,13 @@ mod tests {
         let me = Path::new("/proc/self");
         let netns = super::super::process::read_netns(me).unwrap();
         let mut sd = SockDiag::default();
-        let dumped = sd.sockets(netns, me, &wanted).unwrap();
+        let dumped = sd.sockets(netns, me, &wanted, Wanted::AnySocket).unwrap();
         assert_eq!(dumped.len(), wanted.len(), "the first call dumps");
         // A closed one among them answers with an error, counted too.
         let (gone_c, gone_a) = (inode(pairs[0].0.as_raw_fd()), inode(pairs[0].1.as_raw_fd()));
         let mut pairs = pairs;
         pairs.remove(0);
-        let looked_up = sd.sockets(netns, me, &wanted).unwrap();
+        let looked_up = sd.sockets(netns, me, &wanted, Wanted::AnySocket).unwrap();
         wanted.retain(|i| *i != gone_c && *i != gone_a);
         for i in &wanted {
             let s = looked_up.get(i).expect("each open socket answered");
@@ -501,5 +529,31 @@ mod tests {
             assert!(s.info.is_some());
         }
         assert!(looked_up.len() <= wanted.len() + 2);
+    }
+
+    #[test]
+    fn only_sockets_of_unknown_kind_are_looked_for_again_by_a_dump_each_minute() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", c.as_raw_fd())).unwrap();
+        let inode = super::super::process::parse_socket_link(link.to_str().unwrap()).unwrap();
+        // A socket no dump has (a listener): it stays wanted and absent.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", l.as_raw_fd())).unwrap();
+        let listener = super::super::process::parse_socket_link(link.to_str().unwrap()).unwrap();
+        let me = Path::new("/proc/self");
+        let netns = super::super::process::read_netns(me).unwrap();
+        let mut sd = SockDiag::default();
+        let wanted = [inode, listener];
+        let got = sd.sockets(netns, me, &wanted, Wanted::AnySocket).unwrap();
+        assert!(got.contains_key(&inode) && !got.contains_key(&listener));
+        let a_minute_ago = std::time::Instant::now() - FULL_DUMP_EVERY * 2;
+        let mut dumped_again = |kinds| {
+            sd.by_netns.get_mut(&netns).unwrap().dumped_at = Some(a_minute_ago);
+            let got = sd.sockets(netns, me, &wanted, kinds).unwrap();
+            assert!(got.contains_key(&inode), "{kinds:?}");
+            sd.by_netns[&netns].dumped_at != Some(a_minute_ago)
+        };
+        assert!(!dumped_again(Wanted::ConnectableTcp));
+        assert!(dumped_again(Wanted::AnySocket));
     }
 }

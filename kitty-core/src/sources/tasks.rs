@@ -121,6 +121,11 @@ pub struct FdInventory {
     pub count: u64,
     /// Its sockets' inodes (`socket:[N]`), sorted, each once.
     pub socket_inodes: Vec<u64>,
+    /// Those of them that are TCP sockets sock_diag can find (connecting,
+    /// connected or closing; not listening, not yet connected), sorted,
+    /// each once: where the walk tells a socket's kind (the task
+    /// iterator's file walk), None where it cannot (/proc/<pid>/fd).
+    pub tcp_inodes: Option<Vec<u64>>,
     /// The RDMA verbs devices it has open (`infiniband/uverbs<N>`), sorted,
     /// each once.
     pub uverbs: Vec<u32>,
@@ -132,6 +137,10 @@ impl FdInventory {
     pub fn deduped(mut self) -> Self {
         self.socket_inodes.sort_unstable();
         self.socket_inodes.dedup();
+        if let Some(tcp) = self.tcp_inodes.as_mut() {
+            tcp.sort_unstable();
+            tcp.dedup();
+        }
         self.uverbs.sort_unstable();
         self.uverbs.dedup();
         self

@@ -283,7 +283,11 @@ int kitty_node_cpu(struct bpf_iter__task *ctx)
  * sampler's fd inventory takes from a read of /proc/<pid>/fd and a
  * readlink of each fd, in one read. Sockets by inode (`socket:[N]`);
  * anything else by its name and its directory's name (the RDMA verbs
- * device `infiniband/uverbsN`). Must match `FileRow` in tasks.rs. */
+ * device `infiniband/uverbsN`). A socket's row also says its family,
+ * type, protocol and state (the sampler asks sock_diag only for TCP
+ * sockets that can be connected); a socket's inode that is not a socket's
+ * file (an O_PATH fd of a socket's path) is a file like any other, as
+ * /proc/<pid>/fd shows it. Must match `FileRow` in tasks.rs. */
 struct bpf_iter__task_file {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
@@ -304,6 +308,12 @@ struct inode___tasks {
 struct file___tasks {
 	struct path___tasks f_path;
 	struct inode___tasks *f_inode;
+	void *private_data;
+} PRESERVE;
+struct socket___tasks {
+	short type;
+	struct file___tasks *file;
+	struct sock *sk;
 } PRESERVE;
 
 #define S_IFMT 0170000
@@ -311,13 +321,48 @@ struct file___tasks {
 #define FILE_SOCKET 1
 #define FILE_OTHER 2
 
+struct socket_kind {
+	u16 family;
+	u16 type;
+	u16 protocol;
+	u8 state;
+	u8 known;        /* 1: the fields above were read */
+};
+
 struct file_row {
 	u32 fd;
 	u32 kind;        /* FILE_SOCKET or FILE_OTHER */
 	u64 ino;         /* a socket's inode */
-	char name[16];   /* anything else: its name, truncated */
-	char dir[16];    /* and its directory's */
+	union {
+		struct socket_kind sock; /* a socket */
+		struct {
+			char name[16];   /* anything else: its name, truncated */
+			char dir[16];    /* and its directory's */
+		};
+	};
 };
+
+/* The socket behind a socket's file, if it is one (the socket points back
+ * at its file): its family, type, protocol and state. */
+static __always_inline int socket_kind(struct file___tasks *f, struct socket_kind *k)
+{
+	struct socket___tasks *s = f->private_data;
+	struct file___tasks *back = 0;
+	struct sock *sk = 0;
+	if (!s || bpf_core_read(&back, sizeof(back), &s->file) || back != f)
+		return -1;
+	if (bpf_core_read(&sk, sizeof(sk), &s->sk) || !sk)
+		return -1;
+	short type = 0;
+	if (bpf_core_read(&type, sizeof(type), &s->type) ||
+	    bpf_core_read(&k->family, sizeof(k->family), &sk->__sk_common.skc_family) ||
+	    bpf_core_read(&k->state, sizeof(k->state), &sk->__sk_common.skc_state) ||
+	    bpf_core_read(&k->protocol, sizeof(k->protocol), &sk->sk_protocol))
+		return 0;
+	k->type = (u16)type;
+	k->known = 1;
+	return 0;
+}
 
 SEC("iter/task_file")
 int kitty_task_files(struct bpf_iter__task_file *ctx)
@@ -328,7 +373,7 @@ int kitty_task_files(struct bpf_iter__task_file *ctx)
 		return 0;
 	struct file_row r = { .fd = ctx->fd };
 	struct inode___tasks *inode = f->f_inode;
-	if ((inode->i_mode & S_IFMT) == S_IFSOCK) {
+	if ((inode->i_mode & S_IFMT) == S_IFSOCK && socket_kind(f, &r.sock) == 0) {
 		r.kind = FILE_SOCKET;
 		r.ino = inode->i_ino;
 	} else {
