@@ -30,15 +30,15 @@ unsafe impl aya::Pod for Culprit {}
 /// slot's next task).
 const FREE_AFTER_NS: u64 = 10_000_000_000;
 
-/// A charge since the last read: (culprit tgid, wait ns, the CPU of the
-/// last wait).
-pub type Charge = (u32, u64, u32);
+/// A task's waits charged since the last read: (its tgid, wait ns, the CPU
+/// of the last one).
+pub type TaskWait = (u32, u64, u32);
 
 /// A watched process's charges since the last read.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Charges {
     /// By task, each task once.
-    pub by_task: Vec<Charge>,
+    pub by_task: Vec<TaskWait>,
     /// Waits charged to no task (every slot was taken).
     pub rest_ns: u64,
 }
