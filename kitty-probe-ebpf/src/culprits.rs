@@ -177,10 +177,14 @@ mod tests {
         }
     }
 
+    /// A process's slots, all free, and nothing read of them yet.
+    fn empty() -> ([Culprit; SLOTS], [Seen; SLOTS]) {
+        ([Culprit::default(); SLOTS], [Seen::default(); SLOTS])
+    }
+
     #[test]
     fn a_read_gives_what_was_charged_since_the_last_one() {
-        let mut table = [Culprit::default(); SLOTS];
-        let mut seen = [Seen::default(); SLOTS];
+        let (mut table, mut seen) = empty();
         table[3] = slot(0, 500, 1); // idle
         table[7] = slot(42, 1_000, 0);
         let (c, stale) = read_slots(&table, &mut seen, 1);
@@ -197,8 +201,7 @@ mod tests {
 
     #[test]
     fn a_task_in_two_slots_is_one_charge() {
-        let mut table = [Culprit::default(); SLOTS];
-        let mut seen = [Seen::default(); SLOTS];
+        let (mut table, mut seen) = empty();
         table[1] = slot(9, 100, 0);
         table[2] = slot(9, 50, 1);
         let (c, _) = read_slots(&table, &mut seen, 1);
@@ -207,8 +210,7 @@ mod tests {
 
     #[test]
     fn a_slot_idle_too_long_is_freed_and_its_next_task_charged_from_then() {
-        let mut table = [Culprit::default(); SLOTS];
-        let mut seen = [Seen::default(); SLOTS];
+        let (mut table, mut seen) = empty();
         table[4] = slot(77, 2_000, 0);
         read_slots(&table, &mut seen, 1);
         let (c, stale) = read_slots(&table, &mut seen, FREE_AFTER_NS);
@@ -224,8 +226,7 @@ mod tests {
 
     #[test]
     fn a_zeroed_slot_counts_from_zero() {
-        let mut table = [Culprit::default(); SLOTS];
-        let mut seen = [Seen::default(); SLOTS];
+        let (mut table, mut seen) = empty();
         table[0] = slot(5, 9_000, 0);
         read_slots(&table, &mut seen, 1);
         table[0] = slot(6, 400, 0);

@@ -34,6 +34,18 @@ fn contend(ms: u64) {
 /// probe too (both watch this process).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The run-queue probe watching this process, whatever it charged before
+/// taken, while no other test here runs; None where BPF cannot load.
+fn probe_of_this_process() -> Option<(std::sync::MutexGuard<'static, ()>, RunqProbe)> {
+    if !support::can_load_bpf() {
+        return None;
+    }
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut probe = support::runq_watching_this_process();
+    probe.charges(mono_ns());
+    Some((one, probe))
+}
+
 /// The waits counted in this process's histogram so far: their sum in ns
 /// (each counted in whole us, so up to 1 us short) and how many.
 fn waited(probe: &RunqProbe) -> (u64, u64) {
@@ -43,14 +55,10 @@ fn waited(probe: &RunqProbe) -> (u64, u64) {
 
 #[test]
 fn a_read_holds_the_charges_since_the_last_one() {
-    if !support::can_load_bpf() {
+    let Some((_one, mut probe)) = probe_of_this_process() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let me = std::process::id();
-    let mut probe = support::runq_watching_this_process();
-    // Whatever was charged before goes first.
-    probe.charges(mono_ns());
     let before = waited(&probe);
     contend(400);
     let taken = probe.charges(mono_ns());
@@ -90,13 +98,10 @@ fn a_read_holds_the_charges_since_the_last_one() {
 
 #[test]
 fn slots_of_tasks_not_charged_for_a_while_are_freed_and_claimed_again() {
-    if !support::can_load_bpf() {
+    let Some((_one, mut probe)) = probe_of_this_process() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let me = std::process::id();
-    let mut probe = support::runq_watching_this_process();
-    probe.charges(mono_ns());
     contend(300);
     let first = probe.charges(mono_ns());
     let used = probe.culprit_slots_used(me).unwrap();

@@ -83,6 +83,8 @@ const RX_BUF: usize = 64 * 1024;
 /// Room for one exact lookup's answer when they are taken several to a
 /// call (~400 bytes today: the socket, its tcp_info, a few attributes).
 const ANSWER_ROOM: usize = 4096;
+/// Answers taken by one `recvmmsg`: as many as the receive buffer has room for.
+const ANSWERS_PER_CALL: usize = RX_BUF / ANSWER_ROOM;
 
 impl SockDiag {
     fn ns(&mut self, netns: u64, pid_dir: &Path) -> Result<&mut Ns> {
@@ -271,9 +273,8 @@ fn query_exact(
         .map_err(|e| SockDiagError::Io("send", e))?;
     let mut answers = 0;
     while answers < requests.len() {
-        let room = rx.len() / ANSWER_ROOM;
-        let lens = receive_many(sock, rx, (requests.len() - answers).min(room))?;
-        for (i, len) in lens.into_iter().enumerate() {
+        let (lens, got) = receive_many(sock, rx, requests.len() - answers)?;
+        for (i, &len) in lens[..got].iter().enumerate() {
             let at = i * ANSWER_ROOM;
             for m in messages(&rx[at..at + len]) {
                 answers += 1;
@@ -287,35 +288,34 @@ fn query_exact(
     Ok(())
 }
 
-/// Up to `n` datagrams into `rx`, the i-th at `i * ANSWER_ROOM`, in one
-/// call that waits for the first only; their lengths.
-fn receive_many(sock: &Socket, rx: &mut [u8], n: usize) -> Result<Vec<usize>> {
-    let n = n.min(rx.len() / ANSWER_ROOM).max(1);
-    let mut iov: Vec<libc::iovec> = rx
-        .chunks_exact_mut(ANSWER_ROOM)
-        .take(n)
-        .map(|c| libc::iovec {
-            iov_base: c.as_mut_ptr().cast(),
-            iov_len: c.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: mmsghdr is plain data; all zeros is an empty header.
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: each header points at its own iovec, which points into `rx`
-    // (disjoint chunks of ANSWER_ROOM bytes); both vectors outlive the call.
+/// Up to `n` datagrams into `rx` (of [`RX_BUF`] bytes), the i-th at
+/// `i * ANSWER_ROOM`, in one call that waits for the first only: their
+/// lengths, and how many came.
+fn receive_many(
+    sock: &Socket,
+    rx: &mut [u8],
+    n: usize,
+) -> Result<([usize; ANSWERS_PER_CALL], usize)> {
+    // SAFETY: iovec is plain data; all zeros is an empty one.
+    let mut iov: [libc::iovec; ANSWERS_PER_CALL] = unsafe { std::mem::zeroed() };
+    // SAFETY: mmsghdr is plain data; all zeros is an empty header.
+    let mut msgs: [libc::mmsghdr; ANSWERS_PER_CALL] = unsafe { std::mem::zeroed() };
+    let chunks = rx.chunks_exact_mut(ANSWER_ROOM);
+    let n = n.clamp(1, chunks.len().min(ANSWERS_PER_CALL));
+    for ((v, m), c) in iov.iter_mut().zip(msgs.iter_mut()).zip(chunks).take(n) {
+        v.iov_base = c.as_mut_ptr().cast();
+        v.iov_len = c.len();
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: the first `n` headers each point at their own iovec, which
+    // points into `rx` (disjoint chunks of ANSWER_ROOM bytes); both arrays
+    // outlive the call.
     let got = unsafe {
         libc::recvmmsg(
             std::os::fd::AsRawFd::as_raw_fd(sock),
             msgs.as_mut_ptr(),
-            msgs.len() as libc::c_uint,
+            n as libc::c_uint,
             libc::MSG_WAITFORONE,
             std::ptr::null_mut(),
         )
@@ -326,18 +326,17 @@ fn receive_many(sock: &Socket, rx: &mut [u8], n: usize) -> Result<Vec<usize>> {
             std::io::Error::last_os_error(),
         ));
     }
-    msgs[..got as usize]
-        .iter()
-        .map(|m| {
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                Err(SockDiagError::Kernel(format!(
-                    "an answer longer than {ANSWER_ROOM} bytes"
-                )))
-            } else {
-                Ok((m.msg_len as usize).min(ANSWER_ROOM))
-            }
-        })
-        .collect()
+    let got = got as usize;
+    let mut lens = [0; ANSWERS_PER_CALL];
+    for (len, m) in lens.iter_mut().zip(&msgs[..got]) {
+        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            return Err(SockDiagError::Kernel(format!(
+                "an answer longer than {ANSWER_ROOM} bytes"
+            )));
+        }
+        *len = (m.msg_len as usize).min(ANSWER_ROOM);
+    }
+    Ok((lens, got))
 }
 
 #[cfg(test)]
@@ -495,7 +494,7 @@ mod tests {
     #[test]
     fn exact_lookups_of_more_sockets_than_one_call_takes_answer_each() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let per_call = RX_BUF / ANSWER_ROOM;
+        let per_call = ANSWERS_PER_CALL;
         // Both ends of each connection are sockets of this process.
         let pairs: Vec<_> = (0..per_call + 5)
             .map(|_| {

@@ -158,7 +158,7 @@ __attribute__((noinline)) int charge(u32 idx, u32 tgid, u64 ns, u32 cpu)
 	u32 who = tgid + 1;
 	u32 base = idx * CULPRIT_SLOTS;
 	u32 start = (tgid * 2654435761u) % CULPRIT_PROBES;
-	u32 key = base + CULPRIT_PROBES; /* the rest, unless a slot is found */
+	struct culprit *mine = 0;
 	for (u32 i = 0; i < CULPRIT_PROBES; i++) {
 		u32 k = base + (start + i) % CULPRIT_PROBES;
 		struct culprit *c = bpf_map_lookup_elem(&culprits, &k);
@@ -168,15 +168,18 @@ __attribute__((noinline)) int charge(u32 idx, u32 tgid, u64 ns, u32 cpu)
 		if (*owner == 0)
 			*owner = who;
 		if (*owner == who) {
-			key = k;
+			mine = c;
 			break;
 		}
 	}
-	struct culprit *c = bpf_map_lookup_elem(&culprits, &key);
-	if (!c)
-		return 0;
-	__sync_fetch_and_add(&c->wait_ns, ns);
-	c->cpu = cpu;
+	if (!mine) {
+		u32 rest = base + CULPRIT_PROBES;
+		mine = bpf_map_lookup_elem(&culprits, &rest);
+		if (!mine)
+			return 0;
+	}
+	__sync_fetch_and_add(&mine->wait_ns, ns);
+	mine->cpu = cpu;
 	return 0;
 }
 
