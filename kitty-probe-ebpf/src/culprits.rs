@@ -69,14 +69,8 @@ pub struct CulpritSlots {
 impl CulpritSlots {
     /// Maps the run-queue object's `culprits` array.
     pub fn map(ebpf: &mut aya::Ebpf) -> Result<Self, ProbeError> {
-        let map = ebpf
-            .map("culprits")
-            .ok_or_else(|| ProbeError::Missing("map culprits".into()))?;
-        let aya::maps::Map::Array(data) = map else {
-            return Err(ProbeError::Missing("culprits as an array".into()));
-        };
         Ok(CulpritSlots {
-            slots: MappedArray::new(data)?,
+            slots: MappedArray::of(ebpf, "culprits")?,
             seen: HashMap::new(),
         })
     }

@@ -2,8 +2,9 @@
 //! from the kernel's ring buffer into the frame's events.
 
 use crate::load::{self, objects, ProbeError};
+use crate::mapped::MappedArray;
 use crate::watched::WatchedSet;
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::{MapData, RingBuf};
 use aya::Ebpf;
 use kitty_core::model::{Event, EventKind, Frame, Sig, Text};
 use kitty_core::sampler::WatchHints;
@@ -66,7 +67,8 @@ pub struct EventsProbe {
     _ebpf: Ebpf,
     ring: RingBuf<MapData>,
     watched: WatchedSet,
-    counts: PerCpuArray<MapData, u64>,
+    /// Mapped: read in place, no `bpf()` call a tick.
+    counts: MappedArray<u64>,
     prev_counts: (u64, u64),
     /// New processes' hints dropped (fork storms, a full ring), so far.
     prev_dropped: u64,
@@ -113,7 +115,7 @@ impl EventsProbe {
         )?;
         let ring = load::take_map(&mut ebpf, "events")?;
         let watched = load::take_map(&mut ebpf, "watched")?;
-        let counts = load::take_map(&mut ebpf, "counts")?;
+        let counts = MappedArray::of(&ebpf, "counts")?;
         // Every exec and fork of the node is now a hint, or counted as
         // dropped: discovery's full scan can wait longer.
         hints.set_complete(true);
@@ -130,12 +132,9 @@ impl EventsProbe {
         })
     }
 
-    /// The count at `idx` of `counts` (bpf/events.bpf.c), over the CPUs.
+    /// The count at `idx` of `counts` (bpf/events.bpf.c).
     fn count(&self, idx: u32) -> u64 {
-        self.counts
-            .get(&idx, 0)
-            .map(|v| v.iter().sum())
-            .unwrap_or(0)
+        self.counts.get(idx).unwrap_or(0)
     }
 
     pub fn enrich(&mut self, frame: &mut Frame) {

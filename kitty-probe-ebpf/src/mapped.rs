@@ -68,6 +68,15 @@ impl<T: aya::Pod> MappedArray<T> {
         })
     }
 
+    /// Maps the loaded object's array `name` (see [`MappedArray::new`]).
+    pub fn of(ebpf: &aya::Ebpf, name: &str) -> Result<Self, ProbeError> {
+        match ebpf.map(name) {
+            Some(aya::maps::Map::Array(data)) => Self::new(data),
+            Some(_) => Err(ProbeError::Missing(format!("{name} as an array"))),
+            None => Err(ProbeError::Missing(format!("map {name}"))),
+        }
+    }
+
     fn at(&self, i: u32) -> Option<*mut T> {
         if i >= self.max_entries {
             return None;

@@ -17,7 +17,13 @@ use std::path::{Path, PathBuf};
 /// last [`KeptFiles::sweep`].
 #[derive(Default)]
 pub struct KeptFiles {
-    files: HashMap<(PathBuf, u64), Kept>,
+    /// By path, then key (nearly always one): found by the caller's `&Path`
+    /// without a copy of it a read.
+    files: HashMap<PathBuf, Vec<(u64, Kept)>>,
+    /// Where each read lands before its text is copied out at its length
+    /// (not a zeroed 4 KB buffer made, and kept as the text's capacity,
+    /// every read).
+    buf: Vec<u8>,
 }
 
 struct Kept {
@@ -35,35 +41,60 @@ impl KeptFiles {
     /// netns inode for `/proc/<pid>/net/...`: the file reads the namespace
     /// the process was in when it was opened).
     pub fn read_keyed(&mut self, path: &Path, key: u64) -> Option<String> {
-        let k = (path.to_path_buf(), key);
-        if let Some(kept) = self.files.get_mut(&k) {
+        if let Some(kept) = kept_in(&mut self.files, path, key) {
             kept.used = true;
-            if let Ok(text) = read_from_start(&kept.file) {
+            if let Ok(text) = text_from_start(&kept.file, &mut self.buf) {
                 return Some(text);
             }
             // Gone under it (a removed cgroup, an exited process): open again.
-            self.files.remove(&k);
+            self.forget(path, key);
         }
         let file = File::open(path).ok()?;
-        let text = read_from_start(&file).ok()?;
-        self.files.insert(k, Kept { file, used: true });
+        let text = text_from_start(&file, &mut self.buf).ok()?;
+        let kept = Kept { file, used: true };
+        self.files
+            .entry(path.to_path_buf())
+            .or_default()
+            .push((key, kept));
         Some(text)
+    }
+
+    fn forget(&mut self, path: &Path, key: u64) {
+        if let Some(keyed) = self.files.get_mut(path) {
+            keyed.retain(|(k, _)| *k != key);
+            if keyed.is_empty() {
+                self.files.remove(path);
+            }
+        }
     }
 
     /// Closes the files not read since the last sweep (a namespace or a
     /// cgroup no rank is in now), so that open files follow what is read.
     pub fn sweep(&mut self) {
-        self.files.retain(|_, k| std::mem::take(&mut k.used));
+        for keyed in self.files.values_mut() {
+            keyed.retain_mut(|(_, k)| std::mem::take(&mut k.used));
+        }
+        self.files.retain(|_, keyed| !keyed.is_empty());
     }
 
     /// How many files are open.
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.files.values().map(Vec::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }
+}
+
+/// The file kept under `path` and `key`, if open.
+fn kept_in<'a>(
+    files: &'a mut HashMap<PathBuf, Vec<(u64, Kept)>>,
+    path: &Path,
+    key: u64,
+) -> Option<&'a mut Kept> {
+    let keyed = files.get_mut(path)?;
+    keyed.iter_mut().find(|(k, _)| *k == key).map(|(_, f)| f)
 }
 
 /// A reading taken at most once a period and kept in between, its files
@@ -96,7 +127,7 @@ impl<T> Every<T> {
         let (at, reading) = match self.last.take() {
             Some((at, last)) if mono.saturating_sub(at) < self.period_ns => {
                 for (path, key) in keep {
-                    if let Some(kept) = files.files.get_mut(&(path, key)) {
+                    if let Some(kept) = kept_in(&mut files.files, &path, key) {
                         kept.used = true;
                     }
                 }
@@ -109,25 +140,39 @@ impl<T> Every<T> {
 }
 
 /// The whole file from offset 0 (positioned reads: the file's offset is
-/// never moved, so every read starts the text over), into a 4 KB buffer
-/// that doubles when full: one `read()` and the one that says the end, for
-/// most procfs and sysfs files.
-pub(super) fn read_from_start(f: &File) -> std::io::Result<String> {
-    let mut buf = vec![0u8; 4096];
+/// never moved, so every read starts the text over), into `buf`, which
+/// grows from 4 KB by doubling when full and is kept for the next read:
+/// one `read()` and the one that says the end, for most procfs and sysfs
+/// files. Returns the text's length.
+fn read_into(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.len() < 4096 {
+        buf.resize(4096, 0);
+    }
     let mut len = 0;
     loop {
         if len == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
         match f.read_at(&mut buf[len..], len as u64) {
-            Ok(0) => break,
+            Ok(0) => return Ok(len),
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    buf.truncate(len);
-    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// [`read_into`]'s text, copied out at its length.
+fn text_from_start(f: &File, buf: &mut Vec<u8>) -> std::io::Result<String> {
+    let len = read_into(f, buf)?;
+    std::str::from_utf8(&buf[..len])
+        .map(str::to_owned)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// The whole file from offset 0 in a buffer of its own (see [`read_into`]).
+pub(super) fn read_from_start(f: &File) -> std::io::Result<String> {
+    text_from_start(f, &mut Vec::new())
 }
 
 #[cfg(test)]
