@@ -3,7 +3,7 @@
 //! once a tick however many ranks share it (a job's pod or slice).
 
 use crate::sources::cgroup::{CgroupMounts, CgroupVersion};
-use crate::sources::kept::KeptFiles;
+use crate::sources::kept::{KeptFiles, Records};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -30,7 +30,7 @@ impl CpuStats {
         tick: u64,
     ) {
         let read = |file: &Option<(PathBuf, CgroupVersion)>, files: &mut KeptFiles| {
-            file.as_ref().and_then(|(p, _)| files.read(p))
+            file.as_ref().and_then(|(p, _)| files.read(p, Records::One))
         };
         for cgroup in cgroups {
             match self.0.get_mut(cgroup) {

@@ -5,7 +5,7 @@
 use super::procs::Sample;
 use crate::model::rates::rate;
 use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
-use crate::sources::kept::{Every, KeptFiles};
+use crate::sources::kept::{Every, KeptFiles, Records};
 use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::{SockDiag, Wanted};
 use crate::sources::tcp_table::{read_tables, SocketRaw};
@@ -131,7 +131,7 @@ impl SocketReader {
                 for f in FILES {
                     // Kept under the namespace's inode: the file reads the
                     // namespace its process was in when it was opened.
-                    if let Some(t) = files.read_keyed(&dir.join(f), ns) {
+                    if let Some(t) = files.read_keyed(&dir.join(f), ns, Records::One) {
                         all.extend(parse_kept(&t));
                     }
                 }

@@ -2,7 +2,7 @@
 //! statvfs(/dev/shm). These formats are a few lines each and kitty needs the
 //! raw jiffies and totals (procfs converts them), so they are parsed here.
 
-use super::kept::{Every, KeptFiles};
+use super::kept::{Every, KeptFiles, Records};
 use super::Roots;
 use std::collections::BTreeMap;
 
@@ -64,14 +64,14 @@ impl HostReader {
     pub fn read(&mut self, roots: &Roots, files: &mut KeptFiles, mono: u64) -> HostSample {
         let p = &roots.proc;
         let mut h = HostSample::default();
-        if let Some(text) = files.read(&p.join("stat")) {
+        if let Some(text) = files.read(&p.join("stat"), Records::One) {
             parse_stat(&text, &mut h);
         }
         // The host's interfaces are those of init's namespace, not kitty's
         // own (init never changes namespace, so its file can be kept too).
         let dev = files
-            .read(&p.join("1/net/dev"))
-            .or_else(|| files.read(&p.join("net/dev")));
+            .read(&p.join("1/net/dev"), Records::Many)
+            .or_else(|| files.read(&p.join("net/dev"), Records::Many));
         if let Some(text) = dev {
             h.interfaces = parse_net_dev(&text);
         }
@@ -88,16 +88,16 @@ fn read_gauges(roots: &Roots, files: &mut KeptFiles) -> HostGauges {
     let p = &roots.proc;
     let mut g = HostGauges {
         loadavg: files
-            .read(&p.join("loadavg"))
+            .read(&p.join("loadavg"), Records::One)
             .and_then(|t| parse_loadavg(&t)),
         ..Default::default()
     };
-    if let Some(text) = files.read(&p.join("meminfo")) {
+    if let Some(text) = files.read(&p.join("meminfo"), Records::One) {
         [g.mem_total, g.mem_available] = meminfo_fields(&text, ["MemTotal", "MemAvailable"]);
     }
     for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
         g.psi[i] = files
-            .read(&p.join("pressure").join(name))
+            .read(&p.join("pressure").join(name), Records::One)
             .and_then(|t| parse_psi_some(&t));
     }
     if let Some((total, used)) = statvfs(&roots.host_path("/dev/shm")) {

@@ -31,26 +31,42 @@ struct Kept {
     used: bool,
 }
 
+/// What the kernel makes a file's text of, which says how its end is
+/// found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Records {
+    /// One record (procfs's and cgroupfs's `single_open` files: `stat`,
+    /// `loadavg`, `meminfo`, `pressure/*`, `net/snmp`, `net/netstat`,
+    /// `cpu.stat`): the kernel makes the whole text before the first read
+    /// and a read with room for it returns all of it, so a short read is
+    /// the end, and the read that would return nothing is not made.
+    One,
+    /// Many (`net/dev`, one an interface): a read may stop short where the
+    /// next record would not fit the kernel's page, so the end is the read
+    /// that returns nothing.
+    Many,
+}
+
 impl KeptFiles {
     /// The file's text now; None when it cannot be opened or read.
-    pub fn read(&mut self, path: &Path) -> Option<String> {
-        self.read_keyed(path, 0)
+    pub fn read(&mut self, path: &Path, records: Records) -> Option<String> {
+        self.read_keyed(path, 0, records)
     }
 
     /// The same, the open file kept under `key` as well as the path (a
     /// netns inode for `/proc/<pid>/net/...`: the file reads the namespace
     /// the process was in when it was opened).
-    pub fn read_keyed(&mut self, path: &Path, key: u64) -> Option<String> {
+    pub fn read_keyed(&mut self, path: &Path, key: u64, records: Records) -> Option<String> {
         if let Some(kept) = kept_in(&mut self.files, path, key) {
             kept.used = true;
-            if let Ok(text) = text_from_start(&kept.file, &mut self.buf) {
+            if let Ok(text) = text_from_start(&kept.file, &mut self.buf, records) {
                 return Some(text);
             }
             // Gone under it (a removed cgroup, an exited process): open again.
             self.forget(path, key);
         }
         let file = File::open(path).ok()?;
-        let text = text_from_start(&file, &mut self.buf).ok()?;
+        let text = text_from_start(&file, &mut self.buf, records).ok()?;
         let kept = Kept { file, used: true };
         self.files
             .entry(path.to_path_buf())
@@ -142,9 +158,9 @@ impl<T> Every<T> {
 /// The whole file from offset 0 (positioned reads: the file's offset is
 /// never moved, so every read starts the text over), into `buf`, which
 /// grows from 4 KB by doubling when full and is kept for the next read:
-/// one `read()` and the one that says the end, for most procfs and sysfs
-/// files. Returns the text's length.
-fn read_into(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+/// for most procfs and sysfs files one `read()`, and for a file of many
+/// records the one that says the end. Returns the text's length.
+fn read_into(f: &File, buf: &mut Vec<u8>, records: Records) -> std::io::Result<usize> {
     if buf.len() < 4096 {
         buf.resize(4096, 0);
     }
@@ -153,8 +169,10 @@ fn read_into(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
         if len == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
+        let room = buf.len() - len;
         match f.read_at(&mut buf[len..], len as u64) {
             Ok(0) => return Ok(len),
+            Ok(n) if n < room && records == Records::One => return Ok(len + n),
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -163,16 +181,17 @@ fn read_into(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
 }
 
 /// [`read_into`]'s text, copied out at its length.
-fn text_from_start(f: &File, buf: &mut Vec<u8>) -> std::io::Result<String> {
-    let len = read_into(f, buf)?;
+fn text_from_start(f: &File, buf: &mut Vec<u8>, records: Records) -> std::io::Result<String> {
+    let len = read_into(f, buf, records)?;
     std::str::from_utf8(&buf[..len])
         .map(str::to_owned)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// The whole file from offset 0 in a buffer of its own (see [`read_into`]).
+/// The whole file from offset 0 in a buffer of its own, read to the read
+/// that returns nothing (see [`read_into`]).
 pub(super) fn read_from_start(f: &File) -> std::io::Result<String> {
-    text_from_start(f, &mut Vec::new())
+    text_from_start(f, &mut Vec::new(), Records::Many)
 }
 
 #[cfg(test)]
@@ -188,7 +207,12 @@ mod tests {
         let mut at = |files: &mut KeptFiles, mono| {
             let keep = [(path.clone(), 0)];
             let r = every.at(mono, files, keep, |files, last| {
-                let now: u64 = files.read(&path).unwrap().trim().parse().unwrap();
+                let now: u64 = files
+                    .read(&path, Records::One)
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap();
                 (now, last.map(|(at, (n, _))| (mono - at, n)))
             });
             files.sweep();
@@ -217,12 +241,12 @@ mod tests {
         // give the first text again.
         let mut kept = KeptFiles::default();
         let path = Path::new("/proc/thread-self/schedstat");
-        let first = kept.read(path).expect("schedstat");
+        let first = kept.read(path, Records::One).expect("schedstat");
         assert_eq!(kept.len(), 1);
         let mut again = first.clone();
         for _ in 0..50 {
             std::thread::sleep(std::time::Duration::from_millis(1));
-            again = kept.read(path).expect("schedstat again");
+            again = kept.read(path, Records::One).expect("schedstat again");
             if again != first {
                 break;
             }
@@ -260,17 +284,20 @@ mod tests {
             .find(|f| f.exists())
             .expect("a cgroup has cgroup.procs");
         let mut kept = KeptFiles::default();
-        assert!(kept.read(&file).is_some());
+        assert!(kept.read(&file, Records::One).is_some());
         assert_eq!(kept.len(), 1);
         std::fs::remove_dir(&dir).unwrap();
         assert_eq!(
-            kept.read(&file),
+            kept.read(&file, Records::One),
             None,
             "a removed cgroup's file reads nothing"
         );
         assert_eq!(kept.len(), 0, "and is closed");
         std::fs::create_dir(&dir).unwrap();
-        assert!(kept.read(&file).is_some(), "the new cgroup is opened");
+        assert!(
+            kept.read(&file, Records::One).is_some(),
+            "the new cgroup is opened"
+        );
         std::fs::remove_dir(&dir).unwrap();
     }
 
@@ -278,16 +305,53 @@ mod tests {
     fn keys_keep_two_opens_apart_and_unused_files_close() {
         let mut kept = KeptFiles::default();
         let (a, b) = (Path::new("/proc/self/stat"), Path::new("/proc/loadavg"));
-        assert!(kept.read(a).is_some());
-        assert!(kept.read_keyed(a, 7).is_some());
-        assert!(kept.read(b).is_some());
+        assert!(kept.read(a, Records::One).is_some());
+        assert!(kept.read_keyed(a, 7, Records::One).is_some());
+        assert!(kept.read(b, Records::One).is_some());
         assert_eq!(kept.len(), 3);
         kept.sweep();
         assert_eq!(kept.len(), 3, "all were read since the last sweep");
-        assert!(kept.read_keyed(a, 7).is_some());
+        assert!(kept.read_keyed(a, 7, Records::One).is_some());
         kept.sweep();
         assert_eq!(kept.len(), 1, "the ones not read since are closed");
-        assert_eq!(kept.read(Path::new("/proc/no-such-file")), None);
+        assert_eq!(
+            kept.read(Path::new("/proc/no-such-file"), Records::One),
+            None
+        );
         assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
+    fn one_record_ends_at_a_short_read_and_many_at_the_read_of_nothing() {
+        let mut kept = KeptFiles::default();
+        // One record: all of it, as a plain read to the end gives it.
+        let stat = kept.read(Path::new("/proc/stat"), Records::One).unwrap();
+        let keys = |t: &str| -> Vec<String> {
+            t.lines()
+                .map(|l| l.split(' ').next().unwrap_or("").to_string())
+                .collect()
+        };
+        let whole = std::fs::read_to_string("/proc/stat").unwrap();
+        assert_eq!(keys(&stat), keys(&whole));
+        // A file larger than the first read's room, read as one record:
+        // full reads go on, the short one ends it.
+        let d = tempfile::tempdir().unwrap();
+        let big = d.path().join("big");
+        let text: String = (0..2_000).map(|i| format!("{i}\n")).collect();
+        std::fs::write(&big, &text).unwrap();
+        assert_eq!(kept.read(&big, Records::One).unwrap(), text);
+        // Many records: a read stops short where the next record would not
+        // fit the kernel's page, so only the read of nothing ends it.
+        // Each mapping of this process is a record of `smaps` (~1 KB).
+        let smaps = Path::new("/proc/self/smaps");
+        let first_page = kept.read(smaps, Records::One).unwrap();
+        let all = kept.read(smaps, Records::Many).unwrap();
+        assert!(
+            first_page.len() < 4096 && all.len() > 2 * 4096,
+            "smaps read as one record: {} bytes; as many: {}",
+            first_page.len(),
+            all.len()
+        );
+        assert!(all.ends_with('\n') && all.contains("VmFlags"));
     }
 }
