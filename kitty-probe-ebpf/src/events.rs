@@ -69,7 +69,9 @@ pub struct EventsProbe {
     watched: WatchedSet,
     /// Mapped: read in place, no `bpf()` call a tick.
     counts: MappedArray<u64>,
-    prev_counts: (u64, u64),
+    /// Execs seen and truncated at the last read; None before the first
+    /// (whose counts hold what came before kitty looked: no rate, no burst).
+    prev_counts: Option<(u64, u64)>,
     /// New processes' hints dropped (fork storms, a full ring), so far.
     prev_dropped: u64,
     /// pid -> its rank when the frame last had it (how the frame names
@@ -124,7 +126,7 @@ impl EventsProbe {
             ring,
             watched: WatchedSet::new(watched),
             counts,
-            prev_counts: (0, 0),
+            prev_counts: None,
             prev_dropped: 0,
             names: HashMap::new(),
             burst: None,
@@ -187,11 +189,11 @@ impl EventsProbe {
         }
         let (seen, truncated) = (self.count(0), self.count(1));
         let (seen_d, trunc_d) = (
-            seen.saturating_sub(self.prev_counts.0),
-            truncated.saturating_sub(self.prev_counts.1),
+            seen.saturating_sub(self.prev_counts.map_or(0, |p| p.0)),
+            truncated.saturating_sub(self.prev_counts.map_or(0, |p| p.1)),
         );
-        let first = self.prev_counts == (0, 0) && seen > 0;
-        self.prev_counts = (seen, truncated);
+        let first = self.prev_counts.is_none();
+        self.prev_counts = Some((seen, truncated));
         let dropped = self.count(2);
         if trunc_d > 0 || dropped > self.prev_dropped {
             // A new process may have gone without its hint.
