@@ -55,7 +55,7 @@ struct {
 } exec_bucket SEC(".maps");
 
 /* Mapped into kitty and read in place each tick (no bpf() call). One
- * value for every CPU, added to atomically: execs, forks and exits are
+ * value shared by all CPUs, added to atomically: execs, forks and exits are
  * rare enough that CPUs contending for it cost nothing measurable. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

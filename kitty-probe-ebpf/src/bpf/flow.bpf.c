@@ -61,8 +61,8 @@ struct {
 
 /* Connections that reached TCP_CLOSE, so the user side can tell a finished
  * flow from an idle one. Mapped into kitty and read in place each tick (no
- * bpf() call); one value for every CPU, added to atomically (a close costs
- * microseconds; the add, contended or not, far less). */
+ * bpf() call); one value shared by all CPUs, added to atomically (a close
+ * costs microseconds; the add, contended or not, far less). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
