@@ -9,8 +9,7 @@
 
 use crate::load::{self, objects, ProbeError};
 use crate::map_batch::{pod, MapBatch};
-use crate::mapped::MappedArray;
-use aya::maps::{HashMap as BpfHashMap, IterableMap, MapData, PerCpuHashMap};
+use aya::maps::{HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use kitty_core::model::addr::addr_text;
 use kitty_core::model::{FlowFrame, Frame, Sig, Text};
@@ -144,8 +143,7 @@ pub struct FlowProbe {
     flows_batch: Result<MapBatch, ProbeError>,
     /// Each socket's endpoints by cookie, looked up at its first sight.
     ends: BpfHashMap<MapData, u64, FlowEnds>,
-    /// Mapped: read in place, no `bpf()` call a tick.
-    closed: MappedArray<u64>,
+    closed: PerCpuArray<MapData, u64>,
     seen: HashMap<FlowKey, Seen>,
     prev_closed: Option<u64>,
     own_netns: Option<u32>,
@@ -173,7 +171,7 @@ impl FlowProbe {
         let flows: PerCpuHashMap<MapData, FlowKey, FlowBytes> = load::take_map(&mut ebpf, "flows")?;
         let flows_batch = MapBatch::new(IterableMap::map(&flows));
         let ends = load::take_map(&mut ebpf, "ends")?;
-        let closed = MappedArray::of(&ebpf, "closed")?;
+        let closed = load::take_map(&mut ebpf, "closed")?;
         Ok(FlowProbe {
             _ebpf: ebpf,
             flows,
@@ -275,7 +273,7 @@ impl FlowProbe {
         forget_evicted(&mut self.seen, now);
         frame.flows = active_flows(&self.seen, frame, now);
         // Closed connections per second, and coverage of the interfaces.
-        let closed = self.closed.get(0).unwrap_or(0);
+        let closed: u64 = self.closed.get(&0, 0).map(|v| v.iter().sum()).unwrap_or(0);
         if let Some(p) = self.prev_closed {
             frame
                 .host

@@ -55,8 +55,8 @@ struct {
 } exec_bucket SEC(".maps");
 
 /* Mapped into kitty and read in place each tick (no bpf() call). One
- * value shared by all CPUs, added to atomically: execs, forks and exits are
- * rare enough that CPUs contending for it cost nothing measurable. */
+ * value shared by all CPUs, added to atomically: an exec (or a dropped
+ * hint's fork) costs far more than an add contended for. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
