@@ -188,11 +188,12 @@ impl EventsProbe {
             }
         }
         let (seen, truncated) = (self.count(0), self.count(1));
-        let (seen_d, trunc_d) = (
-            seen.saturating_sub(self.prev_counts.map_or(0, |p| p.0)),
-            truncated.saturating_sub(self.prev_counts.map_or(0, |p| p.1)),
-        );
         let first = self.prev_counts.is_none();
+        let (seen_before, truncated_before) = self.prev_counts.unwrap_or_default();
+        let (seen_d, trunc_d) = (
+            seen.saturating_sub(seen_before),
+            truncated.saturating_sub(truncated_before),
+        );
         self.prev_counts = Some((seen, truncated));
         let dropped = self.count(2);
         if trunc_d > 0 || dropped > self.prev_dropped {

@@ -16,6 +16,14 @@ fn second() -> Frame {
     }
 }
 
+/// The count `enrich` gives the host's `sig` in a second-long frame (0
+/// when it set none).
+fn counted(enrich: impl FnOnce(&mut Frame), sig: Sig) -> f64 {
+    let mut frame = second();
+    enrich(&mut frame);
+    frame.host.signals.get(sig).unwrap_or(0.0)
+}
+
 #[test]
 fn closed_connections_are_counted() {
     if !support::can_load_bpf() {
@@ -30,9 +38,7 @@ fn closed_connections_are_counted() {
     }
     // Each pair's sockets reach TCP_CLOSE once both FINs are through.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let mut frame = second();
-    probe.enrich(&mut frame);
-    let closed = frame.host.signals.get(Sig::TcpClosedPerS).unwrap_or(0.0);
+    let closed = counted(|f| probe.enrich(f), Sig::TcpClosedPerS);
     // Other closes on the node can only add to it.
     assert!(
         closed >= PAIRS as f64,
@@ -46,19 +52,14 @@ fn execs_are_counted() {
         return;
     }
     let mut probe = EventsProbe::start(WatchHints::default()).expect("the events probe attaches");
-    let run = |n: usize| {
-        for _ in 0..n {
-            let ok = Command::new("/bin/true").status().expect("runs /bin/true");
-            assert!(ok.success());
-        }
-    };
     // The first read is the baseline (what came before kitty looked).
     probe.enrich(&mut second());
     const EXECS: usize = 10;
-    run(EXECS);
-    let mut frame = second();
-    probe.enrich(&mut frame);
-    let execs = frame.host.signals.get(Sig::ExecsPerS).unwrap_or(0.0);
+    for _ in 0..EXECS {
+        let ok = Command::new("/bin/true").status().expect("runs /bin/true");
+        assert!(ok.success());
+    }
+    let execs = counted(|f| probe.enrich(f), Sig::ExecsPerS);
     assert!(
         execs >= EXECS as f64,
         "{execs} execs counted for {EXECS} run"

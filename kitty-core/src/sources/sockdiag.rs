@@ -76,6 +76,7 @@ pub enum Wanted {
     /// later dump would find it (one that connects later is wanted anew).
     ConnectableTcp,
 }
+
 /// Requests per batch: the answers must fit the netlink receive buffer.
 const BATCH: usize = 64;
 /// The netlink receive buffer's size.
