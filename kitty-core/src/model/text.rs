@@ -8,10 +8,25 @@
 //! `\u{202e}`). Lengths are capped with a visible marker.
 
 use std::fmt;
+use std::sync::Arc;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(transparent)]
-pub struct Text(String);
+/// Shared, not copied: a frame's names are mostly the last frame's (a
+/// process's labels, its threads' and culprits' names, its flows'
+/// peers), and a clone is a count.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Text(Arc<str>);
+
+impl Default for Text {
+    fn default() -> Text {
+        Text(Arc::from(""))
+    }
+}
+
+impl serde::Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
 
 impl Text {
     /// Default cap for names and labels, in characters after escaping.
@@ -26,7 +41,11 @@ impl Text {
 
     /// Sanitises and caps at `max` characters (plus the marker).
     pub fn capped(raw: &str, max: usize) -> Text {
-        Text(sanitize(raw, max))
+        // Plain text (most of it) goes straight into its shared allocation.
+        if is_plain(raw, max) {
+            return Text(Arc::from(raw));
+        }
+        Text(Arc::from(sanitize(raw, max)))
     }
 
     /// From bytes of unknown encoding (a kernel comm, an environ value).
@@ -44,7 +63,7 @@ impl Text {
     }
 
     pub fn into_string(self) -> String {
-        self.0
+        self.0.to_string()
     }
 }
 
@@ -137,12 +156,7 @@ impl From<&str> for Text {
 
 impl From<String> for Text {
     fn from(s: String) -> Text {
-        // A plain string is kept as it is, without the copy.
-        if is_plain(&s, Text::MAX) {
-            Text(s)
-        } else {
-            Text::new(&s)
-        }
+        Text::new(&s)
     }
 }
 
@@ -154,13 +168,13 @@ impl From<&String> for Text {
 
 impl PartialEq<str> for Text {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        &*self.0 == other
     }
 }
 
 impl PartialEq<&str> for Text {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 
@@ -207,6 +221,16 @@ mod tests {
     fn plain_names_are_untouched() {
         assert_eq!(Text::new("train.py").as_str(), "train.py");
         assert_eq!(Text::new("gpt2-ddp/日本").as_str(), "gpt2-ddp/日本");
+    }
+
+    #[test]
+    fn a_clone_shares_the_text_and_compares_by_content() {
+        let t = Text::new("rank-3");
+        let c = t.clone();
+        assert_eq!(c.as_str().as_ptr(), t.as_str().as_ptr(), "no copy made");
+        assert_eq!(c, Text::new("rank-3"), "equal by content, not place");
+        assert_eq!(Text::default().as_str(), "");
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"rank-3\"");
     }
 
     #[test]
