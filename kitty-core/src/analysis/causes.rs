@@ -20,7 +20,7 @@ use crate::model::format::{bytes, number};
 use crate::model::{
     BusyProcess, Cause, Culprit, Frame, ProcKey, RankFrame, Severity, Sig, Text, Verdict,
 };
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 /// Network symptoms: what a neighbour's trouble can cause on this rank.
 const SYMPTOMS: &[Sig] = &[

@@ -15,7 +15,8 @@ use crate::model::format::number;
 use crate::model::{
     BusyProcess, Finding, FindingKind, Frame, ProcKey, RankFrame, Sig, Text, Verdict,
 };
-use std::collections::{HashMap, VecDeque};
+use foldhash::HashMap;
+use std::collections::VecDeque;
 
 /// A steady asymmetry is this many times the peers' median...
 const STEADY_RATIO: f64 = 5.0;

@@ -9,7 +9,7 @@
 //! fills only the queues of connections that leave through it.)
 
 use crate::model::{Frame, Sig};
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 /// Adds `link_rtt_us` to the ranks' signals.
 pub fn attribute(frame: &mut Frame) {

@@ -10,7 +10,8 @@ use super::rules::{Kind, Rule, RULES};
 use super::AnalysisConfig;
 use crate::model::format::value;
 use crate::model::{Event, EventKind, Frame, ProcKey, RankFrame, Severity, Sig, Text, Verdict};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 
 /// A score at or above this is critical (see `Verdict::score`).
 pub const CRITICAL_SCORE: f64 = 8.0;

@@ -4,7 +4,7 @@
 
 use crate::sources::cgroup::{CgroupMounts, CgroupVersion};
 use crate::sources::kept::{KeptFiles, Records};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::PathBuf;
 
 struct CpuStat {

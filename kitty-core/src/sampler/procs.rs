@@ -15,7 +15,7 @@ use crate::sources::process::{
 use crate::sources::tasks::{leader, FdInventory, RowsByTgid, TaskRow};
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 /// How often the per-thread `sched` files (migrations) are read, and
@@ -147,7 +147,7 @@ impl ProcReader {
     pub fn build_ranks(
         &mut self,
         samples: Vec<Sample>,
-        tables: &HashMap<u64, HashMap<u64, SocketRaw>>,
+        tables: &super::sockets::Tables,
         mounts: &CgroupMounts,
         mono: u64,
         dt_s: Option<f64>,

@@ -128,9 +128,14 @@ fn sample_counters(s: &ProcSample, cfs_ns: Option<u64>) -> RankCounters {
     }
 }
 
+/// Room for a rank's signals in one allocation: the sampler's, the
+/// rates' and the probes' (~35 on the 8-rank ring with the probes; grown
+/// from empty they took five, doubling from four).
+const RANK_SIGNALS: usize = 48;
+
 /// Levels that need no previous sample: threads, memory, fds, queues, RTTs.
 fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
-    let mut sig = Signals::new();
+    let mut sig = Signals::with_capacity(RANK_SIGNALS);
     sig.set(Sig::Threads, s.threads as f64);
     sig.set_opt(Sig::RssBytes, s.rss_bytes.map(|v| v as f64));
     sig.set_opt(Sig::AffinityCpus, s.affinity_cpus.map(|v| v as f64));

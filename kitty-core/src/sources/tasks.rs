@@ -9,7 +9,8 @@
 //! ([`TaskCounters::open_files`]) for the fd inventory, instead of reading
 //! /proc/<pid>/fd and a link per fd.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeSet;
 
 /// One thread's counters, as /proc/<tid>/schedstat and /proc/<tid>/sched
 /// print them.
