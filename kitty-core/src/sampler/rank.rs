@@ -184,28 +184,95 @@ fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
     sig
 }
 
-/// The threads with the most run-queue delay (then CPU) in the interval.
+/// The threads with the most run-queue delay (then CPU) in the interval,
+/// the lower tid first among equals. Only those kept are named: a GPU
+/// rank has a hundred threads and more, and each tick named and sorted
+/// every one of them before.
 fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame> {
-    let mut threads: Vec<ThreadFrame> = s
+    let mut rates: Vec<(u32, f64, f64, &str)> = s
         .per_thread
         .iter()
         .filter_map(|(tid, t)| {
             let pt = ps.per_thread.get(tid)?;
-            Some(ThreadFrame {
-                tid: *tid,
-                comm: Text::new(&t.comm),
-                run_delay_ms_per_s: hundredths(
-                    rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6,
-                ),
-                cpu_pct: hundredths(rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7),
-            })
+            let delay = rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6;
+            let cpu = rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7;
+            Some((*tid, hundredths(delay), hundredths(cpu), t.comm.as_str()))
         })
         .collect();
-    threads.sort_by(|a, b| {
-        b.run_delay_ms_per_s
-            .total_cmp(&a.run_delay_ms_per_s)
-            .then(b.cpu_pct.total_cmp(&a.cpu_pct))
-    });
-    threads.truncate(THREADS_KEPT);
-    threads
+    let busier = |a: &(u32, f64, f64, &str), b: &(u32, f64, f64, &str)| {
+        b.1.total_cmp(&a.1)
+            .then(b.2.total_cmp(&a.2))
+            .then(a.0.cmp(&b.0))
+    };
+    if rates.len() > THREADS_KEPT {
+        rates.select_nth_unstable_by(THREADS_KEPT - 1, busier);
+        rates.truncate(THREADS_KEPT);
+    }
+    rates.sort_unstable_by(busier);
+    rates
+        .into_iter()
+        .map(|(tid, delay, cpu, comm)| ThreadFrame {
+            tid,
+            comm: Text::new(comm),
+            run_delay_ms_per_s: delay,
+            cpu_pct: cpu,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::process::ThreadSample;
+
+    fn sample(threads: impl Iterator<Item = (u32, u64, u64)>) -> ProcSample {
+        let mut s = ProcSample::default();
+        for (tid, run_delay_ns, exec_ns) in threads {
+            let comm = format!("worker-{tid}");
+            let t = ThreadSample {
+                comm,
+                run_delay_ns,
+                exec_ns,
+            };
+            s.per_thread.insert(tid, t);
+        }
+        s
+    }
+
+    #[test]
+    fn the_busiest_threads_of_many_are_those_a_full_sort_puts_first() {
+        // 150 threads over 1 s: delays in five steps (many equal), CPU in
+        // seven, so ties are broken by CPU and then by the lower tid.
+        let before = sample((1..=150).map(|tid| (tid, 0, 0)));
+        let after = sample((1..=150).map(|tid| {
+            let t = u64::from(tid);
+            (tid, (t * 37 % 5) * 1_000_000, (t * 11 % 7) * 10_000_000)
+        }));
+        let kept = busiest_threads(&after, &before, 1.0);
+
+        let mut all: Vec<(u32, f64, f64)> = (1..=150u32)
+            .map(|tid| {
+                let t = u64::from(tid);
+                (tid, (t * 37 % 5) as f64, (t * 11 % 7) as f64)
+            })
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+        let want: Vec<(u32, f64, f64)> = all.into_iter().take(THREADS_KEPT).collect();
+        let got: Vec<(u32, f64, f64)> = kept
+            .iter()
+            .map(|t| (t.tid, t.run_delay_ms_per_s, t.cpu_pct))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(kept[0].comm.as_str(), format!("worker-{}", kept[0].tid));
+    }
+
+    #[test]
+    fn a_thread_new_in_the_interval_is_left_out_and_few_are_all_kept() {
+        let before = sample([(1, 0, 0), (2, 0, 0)].into_iter());
+        let after = sample([(1, 5_000_000, 0), (2, 0, 30_000_000), (3, 9, 9)].into_iter());
+        let kept = busiest_threads(&after, &before, 1.0);
+        let tids: Vec<u32> = kept.iter().map(|t| t.tid).collect();
+        assert_eq!(tids, [1, 2], "most delay first; tid 3 has no rate yet");
+        assert_eq!((kept[0].run_delay_ms_per_s, kept[1].cpu_pct), (5.0, 3.0));
+    }
 }
