@@ -13,14 +13,8 @@ use std::sync::Arc;
 /// Shared, not copied: a frame's names are mostly the last frame's (a
 /// process's labels, its threads' and culprits' names, its flows'
 /// peers), and a clone is a count.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Text(Arc<str>);
-
-impl Default for Text {
-    fn default() -> Text {
-        Text(Arc::from(""))
-    }
-}
 
 impl serde::Serialize for Text {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
