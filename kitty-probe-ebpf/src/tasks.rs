@@ -22,6 +22,7 @@ use kitty_core::sources::tasks::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsFd;
+use std::sync::Arc;
 
 const PROGRAM: &str = "kitty_tasks";
 /// Every thread's CPU time, for the neighbours scan.
@@ -113,8 +114,12 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 
 /// A task's 16-byte `comm`, up to its NUL.
 fn comm_text(comm: &[u8]) -> String {
+    comm_str(comm).into_owned()
+}
+
+fn comm_str(comm: &[u8]) -> std::borrow::Cow<'_, str> {
     let end = comm.iter().position(|c| *c == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
+    String::from_utf8_lossy(&comm[..end])
 }
 
 impl Row {
@@ -156,7 +161,9 @@ impl Row {
             tgid: self.tgid,
             // A thread name is the watched process's to choose: kept raw here
             // like procfs's `comm`, sanitised where it is shown.
-            comm: comm_text(&self.comm),
+            // Made shared at once: the process's sample takes it from
+            // here without a copy.
+            comm: Arc::from(comm_str(&self.comm).as_ref()),
             run_delay_ns: self.run_delay_ns,
             run_count: self.run_count,
             exec_ns: self.exec_ns,
@@ -523,7 +530,7 @@ mod tests {
             (r.tid, r.tgid, r.run_delay_ns, r.nr_migrations),
             (7, 5, 123, 9)
         );
-        assert_eq!(r.comm, "rank");
+        assert_eq!(&*r.comm, "rank");
         assert_eq!(r.start_ticks, 250);
     }
 }

@@ -369,7 +369,7 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
     let b = key(node_wide.read(&watched).unwrap());
     assert_eq!(a.len(), 3, "one thread per sleeper: {a:?}");
     assert_eq!(a, b, "the same rows, the same counters");
-    assert!(a.iter().all(|r| r.2 == "sleep"));
+    assert!(a.iter().all(|r| &*r.2 == "sleep"));
 
     // One sleeper exits and is reaped while still watched.
     let gone = kids.remove(1);

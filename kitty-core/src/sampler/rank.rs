@@ -196,7 +196,7 @@ fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame>
             let pt = ps.per_thread.get(tid)?;
             let delay = rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6;
             let cpu = rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7;
-            Some((*tid, hundredths(delay), hundredths(cpu), t.comm.as_str()))
+            Some((*tid, hundredths(delay), hundredths(cpu), &*t.comm))
         })
         .collect();
     let busier = |a: &(u32, f64, f64, &str), b: &(u32, f64, f64, &str)| {
@@ -228,9 +228,8 @@ mod tests {
     fn sample(threads: impl Iterator<Item = (u32, u64, u64)>) -> ProcSample {
         let mut s = ProcSample::default();
         for (tid, run_delay_ns, exec_ns) in threads {
-            let comm = format!("worker-{tid}");
             let t = ThreadSample {
-                comm,
+                comm: format!("worker-{tid}").into(),
                 run_delay_ns,
                 exec_ns,
             };

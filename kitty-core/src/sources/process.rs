@@ -123,7 +123,8 @@ pub struct StatusReuse<'a> {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ThreadSample {
-    pub comm: String,
+    /// Raw, shared with the task row or the last sample it came from.
+    pub comm: std::sync::Arc<str>,
     pub run_delay_ns: u64,
     pub exec_ns: u64,
 }
@@ -270,7 +271,7 @@ fn from_rows(dir: &Path, reuse: &Reuse, page_size: u64) -> Option<Result<ProcSam
         pid: leader.tgid,
         own_pid: status.own_pid.unwrap_or(leader.tgid),
         start_time: leader.start_ticks,
-        comm: leader.comm.clone(),
+        comm: leader.comm.to_string(),
         state: leader.state,
         threads: rows.len() as u64,
         rss_bytes: Some(rss_pages * page_size),
@@ -334,7 +335,7 @@ fn read_threads(
         let comm = match prev.and_then(|p| p.get(&tid)) {
             Some(t) => t.comm.clone(),
             None => super::read_small(&tdir.join("comm"))
-                .map(|s| s.trim_end().to_string())
+                .map(|s| s.trim_end().into())
                 .unwrap_or_default(),
         };
         sample.per_thread.insert(
@@ -564,7 +565,7 @@ mod tests {
         let row = |tid, delay, exec, start_ticks| TaskRow {
             tid,
             tgid: procfs.pid,
-            comm: format!("t{tid}"),
+            comm: format!("t{tid}").into(),
             run_delay_ns: delay,
             exec_ns: exec,
             nr_migrations: 2,
@@ -591,7 +592,7 @@ mod tests {
         );
         assert!(it.migrations_known, "migrations known on every tick");
         assert_eq!(it.per_thread.keys().copied().collect::<Vec<_>>(), [77, 79]);
-        assert_eq!(it.per_thread[&79].comm, "t79");
+        assert_eq!(&*it.per_thread[&79].comm, "t79");
         assert_eq!(it.comm, procfs.comm, "the rest still from procfs");
 
         // Rows of another start (a reused pid, another pid namespace's
@@ -626,7 +627,7 @@ mod tests {
         let row = |tid, exec_ns, io| TaskRow {
             tid,
             tgid: procfs.pid,
-            comm: format!("t{tid}"),
+            comm: format!("t{tid}").into(),
             exec_ns,
             nvcsw: 5,
             nivcsw: 6,
@@ -924,7 +925,7 @@ mod tests {
             assert_eq!(again.socket_inodes, vec![1, 2, 3]);
         }
         assert!(changed.fds_rescanned, "a different count rescans");
-        assert_eq!(again.per_thread.values().next().unwrap().comm, "sleep");
+        assert_eq!(&*again.per_thread.values().next().unwrap().comm, "sleep");
         assert!(
             first.migrations_known && !again.migrations_known,
             "sched skipped when asked"

@@ -11,6 +11,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// One thread's counters, as /proc/<tid>/schedstat and /proc/<tid>/sched
 /// print them.
@@ -18,7 +19,9 @@ use std::collections::BTreeSet;
 pub struct TaskRow {
     pub tid: u32,
     pub tgid: u32,
-    pub comm: String,
+    /// Its name, raw (sanitised where it is shown); shared, so a tick's
+    /// samples take it without a copy.
+    pub comm: Arc<str>,
     /// Time spent runnable, waiting for a CPU (schedstat's second field).
     pub run_delay_ns: u64,
     /// Times it got a CPU (schedstat's third field).
