@@ -112,11 +112,12 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_ne_bytes(b[o..o + 8].try_into().unwrap())
 }
 
-/// A task's 16-byte `comm`, up to its NUL.
+/// A task's 16-byte `comm`, up to its NUL, as a string of its own.
 fn comm_text(comm: &[u8]) -> String {
     comm_str(comm).into_owned()
 }
 
+/// A task's 16-byte `comm`, up to its NUL (borrowed when it is UTF-8).
 fn comm_str(comm: &[u8]) -> std::borrow::Cow<'_, str> {
     let end = comm.iter().position(|c| *c == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..end])
