@@ -184,12 +184,16 @@ fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
     sig
 }
 
+/// A thread's rates in the interval, before it is named: tid, run delay
+/// (ms/s), CPU (%), raw name.
+type ThreadRates<'a> = (u32, f64, f64, &'a str);
+
 /// The threads with the most run-queue delay (then CPU) in the interval,
 /// the lower tid first among equals. Only those kept are named: a GPU
 /// rank has a hundred threads and more, and each tick named and sorted
 /// every one of them before.
 fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame> {
-    let mut rates: Vec<(u32, f64, f64, &str)> = s
+    let mut rates: Vec<ThreadRates> = s
         .per_thread
         .iter()
         .filter_map(|(tid, t)| {
@@ -199,7 +203,7 @@ fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame>
             Some((*tid, hundredths(delay), hundredths(cpu), &*t.comm))
         })
         .collect();
-    let busier = |a: &(u32, f64, f64, &str), b: &(u32, f64, f64, &str)| {
+    let busier = |a: &ThreadRates, b: &ThreadRates| {
         b.1.total_cmp(&a.1)
             .then(b.2.total_cmp(&a.2))
             .then(a.0.cmp(&b.0))
