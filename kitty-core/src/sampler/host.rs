@@ -1,5 +1,5 @@
 //! The host phase: node-wide CPU, run queue, memory, /dev/shm, PSI and
-//! interface counters, with utilizations from two samples.
+//! interface counters, with utilizations from two readings.
 
 use crate::model::rates::rate;
 use crate::model::{HostCounters, HostFrame, InterfaceFrame, Sig, Signals, Text};
@@ -12,21 +12,29 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
         let db = c.0.checked_sub(p.0)?;
         (dt > 0).then(|| db as f64 * 100.0 / dt as f64)
     };
+    let cpu = &h.cpu;
     let mut cpu_pct = Vec::new();
-    if let Some(p) = prev {
-        sig.set_opt(Sig::CpuUtilPct, util(p.counters.cpu_total, h.cpu_total));
-        for (i, c) in h.cpu_each.iter().enumerate() {
-            cpu_pct.push(
+    match prev {
+        // /proc/stat read again: utilizations since the reading before.
+        Some(p) if h.cpu_fresh => {
+            sig.set_opt(Sig::CpuUtilPct, util(p.counters.cpu_total, cpu.cpu_total));
+            cpu_pct.extend(cpu.cpu_each.iter().enumerate().map(|(i, c)| {
                 p.counters
                     .cpu_each
                     .get(i)
                     .and_then(|pc| util(*pc, *c))
-                    .unwrap_or(0.0),
-            );
+                    .unwrap_or(0.0)
+            }));
         }
+        // Between readings: the last reading's.
+        Some(p) => {
+            sig.set_opt(Sig::CpuUtilPct, p.signals.get(Sig::CpuUtilPct));
+            cpu_pct.clone_from(&p.cpu_pct);
+        }
+        None => {}
     }
-    sig.set_opt(Sig::ProcsRunning, h.procs_running.map(|v| v as f64));
-    sig.set_opt(Sig::ProcsBlocked, h.procs_blocked.map(|v| v as f64));
+    sig.set_opt(Sig::ProcsRunning, cpu.procs_running.map(|v| v as f64));
+    sig.set_opt(Sig::ProcsBlocked, cpu.procs_blocked.map(|v| v as f64));
     let g = &h.gauges;
     sig.set_opt(Sig::Load1, g.loadavg.map(|l| l[0]));
     sig.set_opt(Sig::MemAvailableBytes, g.mem_available.map(|v| v as f64));
@@ -64,8 +72,8 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
         cpu_pct,
         interfaces,
         counters: HostCounters {
-            cpu_total: h.cpu_total,
-            cpu_each: h.cpu_each.clone(),
+            cpu_total: cpu.cpu_total,
+            cpu_each: cpu.cpu_each.clone(),
             psi_some_us: [
                 g.psi[0].map(|p| p.1),
                 g.psi[1].map(|p| p.1),
@@ -73,5 +81,44 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
             ],
         },
         busy: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::host::HostCpu;
+
+    fn sample(busy: u64, total: u64, fresh: bool) -> HostSample {
+        HostSample {
+            cpu: HostCpu {
+                cpu_total: (busy, total),
+                cpu_each: vec![(busy, total)],
+                procs_running: Some(3),
+                procs_blocked: Some(0),
+            },
+            cpu_fresh: fresh,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_cpu_utilization_is_over_the_readings_and_carried_between_them() {
+        let first = build_host(&sample(100, 1000, true), None, None);
+        assert_eq!(first.signals.get(Sig::CpuUtilPct), None, "one reading");
+        let second = build_host(&sample(150, 1100, true), Some(&first), Some(0.5));
+        assert_eq!(second.signals.get(Sig::CpuUtilPct), Some(50.0));
+        assert_eq!(second.cpu_pct, vec![50.0]);
+        // Not read this tick: the last reading's, its counters kept for
+        // the next one.
+        let between = build_host(&sample(150, 1100, false), Some(&second), Some(0.5));
+        assert_eq!(between.signals.get(Sig::CpuUtilPct), Some(50.0));
+        assert_eq!(between.cpu_pct, vec![50.0]);
+        assert_eq!(between.counters.cpu_total, (150, 1100));
+        assert_eq!(between.signals.get(Sig::ProcsRunning), Some(3.0));
+        // The next reading: over the whole span since the one before.
+        let next = build_host(&sample(250, 1500, true), Some(&between), Some(0.5));
+        assert_eq!(next.signals.get(Sig::CpuUtilPct), Some(25.0));
+        assert_eq!(next.cpu_pct, vec![25.0]);
     }
 }

@@ -120,6 +120,8 @@ pub struct Every<T> {
     period_ns: u64,
     /// The last reading and when it was taken (monotonic ns).
     last: Option<(u64, T)>,
+    /// The next [`Every::at`] reads, whatever the period says.
+    due: bool,
 }
 
 impl<T> Every<T> {
@@ -127,7 +129,14 @@ impl<T> Every<T> {
         Every {
             period_ns,
             last: None,
+            due: false,
         }
+    }
+
+    /// The next reading is taken at the next [`Every::at`], however young
+    /// the last one is.
+    pub fn read_next(&mut self) {
+        self.due = true;
     }
 
     /// The reading at `mono`: the last one while it is younger than the
@@ -140,8 +149,9 @@ impl<T> Every<T> {
         keep: impl IntoIterator<Item = (PathBuf, u64)>,
         read: impl FnOnce(&mut KeptFiles, Option<(u64, T)>) -> T,
     ) -> &T {
+        let due = std::mem::take(&mut self.due);
         let (at, reading) = match self.last.take() {
-            Some((at, last)) if mono.saturating_sub(at) < self.period_ns => {
+            Some((at, last)) if !due && mono.saturating_sub(at) < self.period_ns => {
                 for (path, key) in keep {
                     if let Some(kept) = kept_in(&mut files.files, &path, key) {
                         kept.used = true;
