@@ -5,13 +5,20 @@
 # the ratio. Unlike scripts/record-ab.sh (turns, one at a time), both see
 # the same stretch of this VM's drift; they share its two CPUs, so run it
 # A/A first to see the spread (here: 0.92-1.07).
+# THREADS=N records 8 idle processes of N threads each instead of the ring
+# (a GPU node's thread counts: the task iterator's walk is then the cost).
 #   scripts/record-pair.sh OLD_BIN NEW_BIN [ROUNDS] [DURATION]
+#   THREADS=150 scripts/record-pair.sh OLD_BIN NEW_BIN [ROUNDS] [DURATION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$1 B=$2
 ROUNDS=${3:-4} DURATION=${4:-30}
 source scripts/ring-job.sh
-start_ring "$B" pair
+if [ -n "${THREADS:-}" ]; then
+  start_threads "$THREADS" pair
+else
+  start_ring "$B" pair
+fi
 DIR=$(mktemp -d)
 trap 'stop_ring; rm -rf "$DIR"' EXIT
 for r in $(seq "$ROUNDS"); do
