@@ -100,6 +100,10 @@ const KNOWN_RSS: u32 = 2;
 const KNOWN_FDS: u32 = 4;
 /// ... and it read the allowed CPUs' mask (leader rows).
 const KNOWN_CPUS: u32 = 8;
+/// The row carries the process-wide part (leader rows only: the other
+/// threads' would be the same numbers, each read behind another pointer
+/// of a cold `task_struct`).
+const KNOWN_PROCESS: u32 = 16;
 
 const ROW: usize = std::mem::size_of::<Row>();
 
@@ -175,18 +179,22 @@ impl Row {
             start_ticks: self.leader_start_ns / ns_per_tick,
             state: state_letter(self.state, self.exit_state),
             io_bytes: (self.known & KNOWN_IO != 0).then_some((self.read_bytes, self.write_bytes)),
-            process: ProcessPart {
-                dead_exec_ns: self.dead_exec_ns,
-                dead_io_bytes: (self.known & KNOWN_IO != 0)
-                    .then_some((self.dead_read_bytes, self.dead_write_bytes)),
-                rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
-                open_fds: (self.known & KNOWN_FDS != 0).then_some(self.open_fds),
-                affinity_sig: (self.known & KNOWN_CPUS != 0).then_some(self.cpus_sig),
-                // Zero: no namespace (exiting) or no node; unknown then.
-                placement: (self.netns != 0 && self.css_set != 0).then_some(Placement {
-                    cgroups: self.css_set,
-                    netns: self.netns as u64,
-                }),
+            process: if self.known & KNOWN_PROCESS == 0 {
+                ProcessPart::default()
+            } else {
+                ProcessPart {
+                    dead_exec_ns: self.dead_exec_ns,
+                    dead_io_bytes: (self.known & KNOWN_IO != 0)
+                        .then_some((self.dead_read_bytes, self.dead_write_bytes)),
+                    rss_pages: (self.known & KNOWN_RSS != 0).then_some(self.rss_pages),
+                    open_fds: (self.known & KNOWN_FDS != 0).then_some(self.open_fds),
+                    affinity_sig: (self.known & KNOWN_CPUS != 0).then_some(self.cpus_sig),
+                    // Zero: no namespace (exiting) or no node; unknown then.
+                    placement: (self.netns != 0 && self.css_set != 0).then_some(Placement {
+                        cgroups: self.css_set,
+                        netns: self.netns as u64,
+                    }),
+                }
             },
         }
     }
@@ -495,7 +503,7 @@ mod tests {
         b[112..120].copy_from_slice(&8192u64.to_ne_bytes());
         b[120..128].copy_from_slice(&77u64.to_ne_bytes());
         b[128..136].copy_from_slice(&300u64.to_ne_bytes());
-        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
+        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS | KNOWN_PROCESS).to_ne_bytes());
         b[140..144].copy_from_slice(&4026531840u32.to_ne_bytes());
         b[144..152].copy_from_slice(&4242u64.to_ne_bytes());
         b[152..160].copy_from_slice(&333u64.to_ne_bytes());
@@ -517,11 +525,18 @@ mod tests {
                 }),
             }
         );
-        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS | KNOWN_FDS | KNOWN_CPUS).to_ne_bytes());
+        // Not a leader's row: its own I/O, no process part.
+        b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
+        let thread = Row::from_bytes(&b).into_task_row(10_000_000);
+        assert_eq!(thread.io_bytes, Some((4096, 0)));
+        assert_eq!(thread.process, ProcessPart::default());
+        b[136..140].copy_from_slice(
+            &(KNOWN_IO | KNOWN_RSS | KNOWN_FDS | KNOWN_CPUS | KNOWN_PROCESS).to_ne_bytes(),
+        );
         let counted = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!(counted.process.open_fds, Some(333));
         assert_eq!(counted.process.affinity_sig, Some(0xc0ffee));
-        b[136..140].copy_from_slice(&0u32.to_ne_bytes());
+        b[136..140].copy_from_slice(&KNOWN_PROCESS.to_ne_bytes());
         b[140..144].copy_from_slice(&0u32.to_ne_bytes());
         let unknown = Row::from_bytes(&b).into_task_row(10_000_000);
         assert_eq!((unknown.io_bytes, unknown.process.rss_pages), (None, None));

@@ -126,12 +126,14 @@ fn iterator_and_procfs_agree_on_a_live_process() {
         assert_eq!(r.nivcsw, status_field(*tid, "nonvoluntary_ctxt_switches:"));
         assert_eq!(r.state, 'S', "parked on a channel");
     }
-    // What stat and io say of the whole process, from the rows: the same
-    // in every row; procfs read after the iterator, so only grown.
-    let part = rows[0].process;
+    // What stat and io say of the whole process, from the rows: on the
+    // leader's row only; procfs read after the iterator, so only grown.
+    let part = kitty_core::sources::tasks::leader(&rows)
+        .expect("the leader's row")
+        .process;
     assert!(rows
         .iter()
-        .all(|r| r.process.dead_exec_ns >= part.dead_exec_ns));
+        .all(|r| r.tid == r.tgid || r.process == Default::default()));
     eprintln!(
         "process part: {part:?}; procfs rss {:?}, cpu {} ticks",
         procfs.rss_bytes, procfs.cpu_ticks

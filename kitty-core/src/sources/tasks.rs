@@ -39,7 +39,8 @@ pub struct TaskRow {
     /// Storage bytes read and written (`io`'s read_bytes, write_bytes),
     /// when the kernel accounts I/O per task.
     pub io_bytes: Option<(u64, u64)>,
-    /// What the whole process keeps, the same in each of its rows.
+    /// What the whole process keeps: on the leader's row (the iterator
+    /// leaves the other rows' empty).
     pub process: ProcessPart,
 }
 
