@@ -1,7 +1,10 @@
 //! One read of the task iterator for 8 watched processes (one thread
 //! each), among 0 and 4,000 other idle threads: the walk of each watched
 //! process (Linux 6.1+) against the walk of every task of the node (older
-//! kernels). And one process's fd inventory (its open files' count,
+//! kernels). One read of a watched process of 1,200 threads (a GPU node's
+//! ranks have ~150 each): the per-thread cost, rows made included (warm
+//! here: a tick every 500 ms finds each `task_struct` cold, ~1 us a
+//! thread). And one process's fd inventory (its open files' count,
 //! sockets and verbs devices) with 16, 256 and 1,024 fds open: the walk of
 //! its files (`iter/task_file`) against /proc/<pid>/fd and a readlink per
 //! fd (what the sampler reads when a rank's fd count changed). Needs root
@@ -51,6 +54,32 @@ fn bench(c: &mut Criterion) {
     for mut k in kids.drain(..) {
         let _ = k.kill();
         let _ = k.wait();
+    }
+    many_threads(c);
+}
+
+/// This process, watched, with 1,200 parked threads.
+fn many_threads(c: &mut Criterion) {
+    const THREADS: usize = 1200;
+    let (stop, parked) = std::sync::mpsc::channel::<()>();
+    let parked = std::sync::Arc::new(std::sync::Mutex::new(parked));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let p = parked.clone();
+            std::thread::spawn(move || {
+                let _ = p.lock().map(|rx| rx.recv_timeout(Duration::from_secs(600)));
+            })
+        })
+        .collect();
+    let own: BTreeSet<u32> = [std::process::id()].into_iter().collect();
+    let mut it = TaskIter::start().expect("the task iterator loads (root?)");
+    assert!(it.read(&own).expect("a walk").len() > THREADS);
+    c.bench_function("task iterator, one process of 1,200 threads", |b| {
+        b.iter(|| it.read(&own).expect("a walk"))
+    });
+    drop(stop);
+    for t in threads {
+        let _ = t.join();
     }
 }
 

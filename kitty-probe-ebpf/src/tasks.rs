@@ -160,15 +160,15 @@ impl Row {
         }
     }
 
-    fn into_task_row(self, ns_per_tick: u64) -> TaskRow {
+    /// The row, with its name made (shared) from its `comm`.
+    fn into_task_row(self, comm: Arc<str>, ns_per_tick: u64) -> TaskRow {
         TaskRow {
             tid: self.tid,
             tgid: self.tgid,
             // A thread name is the watched process's to choose: kept raw here
-            // like procfs's `comm`, sanitised where it is shown.
-            // Made shared at once: the process's sample takes it from
-            // here without a copy.
-            comm: Arc::from(comm_str(&self.comm).as_ref()),
+            // like procfs's `comm`, sanitised where it is shown. Shared: the
+            // process's sample takes it from here without a copy.
+            comm,
             run_delay_ns: self.run_delay_ns,
             run_count: self.run_count,
             exec_ns: self.exec_ns,
@@ -214,6 +214,9 @@ pub struct TaskIter {
     /// How many rows the last walk gave: the next one's room, made once
     /// (not regrown by doubling, each step a copy, every tick).
     last_rows: usize,
+    /// The last walk's names, in its order: a thread that kept its name
+    /// shares the one made then.
+    names: Names,
 }
 
 /// The open-files program and its links, one per watched process.
@@ -365,6 +368,7 @@ impl TaskIter {
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             last_rows: 0,
+            names: Names::default(),
         })
     }
 
@@ -401,11 +405,14 @@ impl TaskIter {
     fn walk(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, ProbeError> {
         let ns_per_tick = self.ns_per_tick;
         let mut rows = Vec::with_capacity(self.last_rows);
+        let names = &mut self.names;
+        names.start();
         // Exited threads (zombies not yet reaped) are not in task/ either.
         let mut take = |b: &[u8]| {
             let r = Row::from_bytes(b);
             if r.exit_state == 0 {
-                rows.push(r.into_task_row(ns_per_tick));
+                let comm = names.name(r.tid, &r.comm);
+                rows.push(r.into_task_row(comm, ns_per_tick));
             }
         };
         match &mut self.walk {
@@ -434,6 +441,37 @@ impl TaskIter {
         }
         self.last_rows = rows.len();
         Ok(rows)
+    }
+}
+
+/// The threads' names of the last walk, in its order, and this walk's as
+/// it goes. A walk meets the threads in the order the last one did (the
+/// kernel's thread list; the processes by pid), so a thread's name is
+/// found at its place, not looked up: one `Arc<str>` made a thread while
+/// its name stays, not one a tick (a cache hashed by tid cost as much in
+/// cold lookups as the allocations it saved).
+#[derive(Default)]
+struct Names {
+    last: Vec<(u32, [u8; 16], Arc<str>)>,
+    now: Vec<(u32, [u8; 16], Arc<str>)>,
+}
+
+impl Names {
+    /// A new walk: the one just ended becomes the last.
+    fn start(&mut self) {
+        std::mem::swap(&mut self.last, &mut self.now);
+        self.now.clear();
+    }
+
+    /// The name of the walk's next thread: the last walk's at this place
+    /// when it is the same thread with the same name, else made anew.
+    fn name(&mut self, tid: u32, comm: &[u8; 16]) -> Arc<str> {
+        let name = match self.last.get(self.now.len()) {
+            Some((t, c, name)) if *t == tid && c == comm => name.clone(),
+            _ => Arc::from(comm_str(comm).as_ref()),
+        };
+        self.now.push((tid, *comm, name.clone()));
+        name
     }
 }
 
@@ -488,6 +526,42 @@ impl TaskCounters for TaskIter {
 mod tests {
     use super::*;
 
+    /// A row as a walk makes it, named afresh.
+    fn task_row(b: &[u8]) -> TaskRow {
+        let r = Row::from_bytes(b);
+        let name = Names::default().name(r.tid, &r.comm);
+        r.into_task_row(name, 10_000_000)
+    }
+
+    #[test]
+    fn a_thread_that_keeps_its_place_and_name_shares_the_name_made_before() {
+        let comm = |s: &str| {
+            let mut c = [0u8; 16];
+            c[..s.len()].copy_from_slice(s.as_bytes());
+            c
+        };
+        let mut names = Names::default();
+        names.start();
+        let (a, b) = (names.name(10, &comm("main")), names.name(11, &comm("nccl")));
+        names.start();
+        let again = names.name(10, &comm("main"));
+        assert!(
+            Arc::ptr_eq(&again, &a),
+            "same thread, same place, same name"
+        );
+        let renamed = names.name(11, &comm("loader"));
+        assert_eq!(&*renamed, "loader");
+        assert!(!Arc::ptr_eq(&renamed, &b));
+        names.start();
+        // A thread gone before them: each found at another place, made anew
+        // (and right).
+        let moved = names.name(11, &comm("loader"));
+        assert_eq!(&*moved, "loader");
+        assert!(!Arc::ptr_eq(&moved, &renamed));
+        names.start();
+        assert!(Arc::ptr_eq(&names.name(11, &comm("loader")), &moved));
+    }
+
     #[test]
     fn row_layout_matches_the_c_struct() {
         assert_eq!(ROW, 168, "struct row in tasks.bpf.c is 168 bytes");
@@ -508,7 +582,7 @@ mod tests {
         b[144..152].copy_from_slice(&4242u64.to_ne_bytes());
         b[152..160].copy_from_slice(&333u64.to_ne_bytes());
         b[160..168].copy_from_slice(&0xc0ffeeu64.to_ne_bytes());
-        let r = Row::from_bytes(&b).into_task_row(10_000_000);
+        let r = task_row(&b);
         assert_eq!(r.state, 'S');
         assert_eq!(r.io_bytes, Some((4096, 0)));
         assert_eq!(
@@ -527,21 +601,21 @@ mod tests {
         );
         // Not a leader's row: its own I/O, no process part.
         b[136..140].copy_from_slice(&(KNOWN_IO | KNOWN_RSS).to_ne_bytes());
-        let thread = Row::from_bytes(&b).into_task_row(10_000_000);
+        let thread = task_row(&b);
         assert_eq!(thread.io_bytes, Some((4096, 0)));
         assert_eq!(thread.process, ProcessPart::default());
         b[136..140].copy_from_slice(
             &(KNOWN_IO | KNOWN_RSS | KNOWN_FDS | KNOWN_CPUS | KNOWN_PROCESS).to_ne_bytes(),
         );
-        let counted = Row::from_bytes(&b).into_task_row(10_000_000);
+        let counted = task_row(&b);
         assert_eq!(counted.process.open_fds, Some(333));
         assert_eq!(counted.process.affinity_sig, Some(0xc0ffee));
         b[136..140].copy_from_slice(&KNOWN_PROCESS.to_ne_bytes());
         b[140..144].copy_from_slice(&0u32.to_ne_bytes());
-        let unknown = Row::from_bytes(&b).into_task_row(10_000_000);
+        let unknown = task_row(&b);
         assert_eq!((unknown.io_bytes, unknown.process.rss_pages), (None, None));
         assert_eq!(unknown.process.placement, None, "no namespace: exiting");
-        let r = Row::from_bytes(&b).into_task_row(10_000_000);
+        let r = task_row(&b);
         assert_eq!(
             (r.tid, r.tgid, r.run_delay_ns, r.nr_migrations),
             (7, 5, 123, 9)
