@@ -193,11 +193,16 @@ type ThreadRates<'a> = (u32, f64, f64, &'a str);
 /// rank has a hundred threads and more, and each tick named and sorted
 /// every one of them before.
 fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame> {
+    // Both samples' threads in tid order: the one before's entry for a tid
+    // is found by walking it alongside, not by a lookup per thread (a
+    // GPU node's rank has ~150).
+    let mut before = ps.per_thread.iter().peekable();
     let mut rates: Vec<ThreadRates> = s
         .per_thread
         .iter()
         .filter_map(|(tid, t)| {
-            let pt = ps.per_thread.get(tid)?;
+            while before.next_if(|(p, _)| *p < tid).is_some() {}
+            let (_, pt) = before.next_if(|(p, _)| *p == tid)?;
             let delay = rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6;
             let cpu = rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7;
             Some((*tid, hundredths(delay), hundredths(cpu), &*t.comm))
@@ -277,5 +282,24 @@ mod tests {
         let tids: Vec<u32> = kept.iter().map(|t| t.tid).collect();
         assert_eq!(tids, [1, 2], "most delay first; tid 3 has no rate yet");
         assert_eq!((kept[0].run_delay_ms_per_s, kept[1].cpu_pct), (5.0, 3.0));
+    }
+
+    #[test]
+    fn threads_gone_and_new_between_two_samples_are_matched_by_tid() {
+        // 1 and 5 exited, 2, 4 and 9 are new; 3 and 7 ran in both.
+        let before = sample([(1, 0, 0), (3, 0, 0), (5, 0, 0), (7, 0, 0)].into_iter());
+        let after = sample(
+            [
+                (2, 50_000_000, 0),
+                (3, 1_000_000, 0),
+                (4, 90_000_000, 0),
+                (7, 2_000_000, 0),
+                (9, 70_000_000, 0),
+            ]
+            .into_iter(),
+        );
+        let kept = busiest_threads(&after, &before, 1.0);
+        let got: Vec<(u32, f64)> = kept.iter().map(|t| (t.tid, t.run_delay_ms_per_s)).collect();
+        assert_eq!(got, [(7, 2.0), (3, 1.0)]);
     }
 }

@@ -357,15 +357,20 @@ fn threads_from_rows(sample: &mut ProcSample, rows: &[TaskRow]) {
         sample.run_delay_ns += r.run_delay_ns;
         sample.exec_ns += r.exec_ns;
         sample.nr_migrations += r.nr_migrations;
-        sample.per_thread.insert(
-            r.tid,
-            ThreadSample {
+    }
+    // Built at once (sorted, then laid out), not by a search and insert
+    // per thread.
+    sample.per_thread = rows
+        .iter()
+        .map(|r| {
+            let t = ThreadSample {
                 comm: r.comm.clone(),
                 run_delay_ns: r.run_delay_ns,
                 exec_ns: r.exec_ns,
-            },
-        );
-    }
+            };
+            (r.tid, t)
+        })
+        .collect();
     sample.migrations_known = true;
     sample.threads_from_rows = true;
 }
