@@ -1,7 +1,9 @@
 //! One sampler tick for 8 watched processes with 64 TCP sockets and 16
 //! threads each, per-thread counters from the BPF task iterator against
 //! the same from procfs (task/*/schedstat every tick, task/*/sched every
-//! 2 s); and what the eBPF probes add to a tick of 8 processes whose 64
+//! 2 s); one for 8 processes of 150 threads each (a GPU node's ranks), from
+//! the iterator (warm here: a tick every 500 ms finds each thread cold);
+//! and what the eBPF probes add to a tick of 8 processes whose 64
 //! sockets each send a byte every 100 ms (each ACK an RTT sample): their
 //! maps read and the frame enriched. Needs root (loading BPF).
 
@@ -16,6 +18,9 @@ use std::time::Duration;
 mod children;
 
 fn bench(c: &mut Criterion) {
+    // First: forked while this process has one thread (as the children
+    // need) and no sockets for them to inherit.
+    let (threaded, _none) = children::spawn(8, 0, 150);
     let (children, _keep) = children::spawn(8, 64, 16);
     let (talkers, _keep_talking) =
         children::spawn_talking(8, 64, 1, Some(Duration::from_millis(100)));
@@ -50,6 +55,21 @@ fn bench(c: &mut Criterion) {
         b.iter(|| via_procfs.tick())
     });
     children::kill(&children);
+
+    let mut many = Sampler::new(SamplerConfig {
+        tasks: TaskSource::Iterator(kitty_probe_ebpf::tasks::TaskIter::open),
+        ..children::watching(&threaded)
+    });
+    many.tick();
+    let f = many.tick();
+    assert!(f
+        .ranks
+        .iter()
+        .all(|r| r.signal(Sig::Threads) == Some(150.0)));
+    c.bench_function("tick 8 x 150 threads, iter/task", |b| {
+        b.iter(|| many.tick())
+    });
+    children::kill(&threaded);
 
     let mut sampler = Sampler::new(children::watching(&talkers));
     let mut probes = kitty_probe_ebpf::Probes::start(WatchHints::default());
