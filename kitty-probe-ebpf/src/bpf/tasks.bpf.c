@@ -6,7 +6,8 @@
  * thread. The same numbers /proc/<tid>/schedstat and /proc/<tid>/sched
  * print, without formatting and parsing ~10 files per process per tick;
  * with the process-wide counters of stat and io (CPU time and I/O of exited
- * threads, RSS), so a tick needs none of a process's files. */
+ * threads, RSS) on the leader's row, so a tick needs none of a process's
+ * files. */
 #include "kitty.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
