@@ -70,17 +70,13 @@ const GAUGE_FILES: [&str; 5] = [
 /// [`GAUGES_EVERY_NS`].
 pub struct HostReader {
     cpu: Every<HostCpu>,
-    /// /proc/stat readings so far (the second one comes a tick after the
-    /// first).
-    cpu_readings: u32,
     gauges: Every<HostGauges>,
 }
 
 impl Default for HostReader {
     fn default() -> Self {
         HostReader {
-            cpu: Every::new(CPU_EVERY_NS),
-            cpu_readings: 0,
+            cpu: Every::second_soon(CPU_EVERY_NS),
             gauges: Every::new(GAUGES_EVERY_NS),
         }
     }
@@ -91,9 +87,6 @@ impl HostReader {
     pub fn read(&mut self, roots: &Roots, files: &mut KeptFiles, mono: u64) -> HostSample {
         let p = &roots.proc;
         let mut h = HostSample::default();
-        if self.cpu_readings == 1 {
-            self.cpu.read_next();
-        }
         let stat = p.join("stat");
         let mut fresh = false;
         h.cpu = self
@@ -108,7 +101,6 @@ impl HostReader {
             })
             .clone();
         h.cpu_fresh = fresh;
-        self.cpu_readings = self.cpu_readings.saturating_add(fresh.into());
         // The host's interfaces are those of init's namespace, not kitty's
         // own (init never changes namespace, so its file can be kept too).
         let dev = files

@@ -120,8 +120,9 @@ pub struct Every<T> {
     period_ns: u64,
     /// The last reading and when it was taken (monotonic ns).
     last: Option<(u64, T)>,
-    /// The next [`Every::at`] reads, whatever the period says.
-    due: bool,
+    /// The second reading is taken at the call after the first, whatever
+    /// the period says (cleared once it is).
+    second_soon: bool,
 }
 
 impl<T> Every<T> {
@@ -129,14 +130,19 @@ impl<T> Every<T> {
         Every {
             period_ns,
             last: None,
-            due: false,
+            second_soon: false,
         }
     }
 
-    /// The next reading is taken at the next [`Every::at`], however young
-    /// the last one is.
-    pub fn read_next(&mut self) {
-        self.due = true;
+    /// As [`Every::new`], the second reading taken at the call after the
+    /// first: what is made of two readings (a utilization) comes a tick
+    /// after the first, not a period after.
+    pub const fn second_soon(period_ns: u64) -> Self {
+        Every {
+            period_ns,
+            last: None,
+            second_soon: true,
+        }
     }
 
     /// The reading at `mono`: the last one while it is younger than the
@@ -149,9 +155,9 @@ impl<T> Every<T> {
         keep: impl IntoIterator<Item = (PathBuf, u64)>,
         read: impl FnOnce(&mut KeptFiles, Option<(u64, T)>) -> T,
     ) -> &T {
-        let due = std::mem::take(&mut self.due);
+        let second = self.second_soon && self.last.is_some();
         let (at, reading) = match self.last.take() {
-            Some((at, last)) if !due && mono.saturating_sub(at) < self.period_ns => {
+            Some((at, last)) if !second && mono.saturating_sub(at) < self.period_ns => {
                 for (path, key) in keep {
                     if let Some(kept) = kept_in(&mut files.files, &path, key) {
                         kept.used = true;
@@ -159,7 +165,10 @@ impl<T> Every<T> {
                 }
                 (at, last)
             }
-            last => (mono, read(files, last)),
+            last => {
+                self.second_soon &= !second;
+                (mono, read(files, last))
+            }
         };
         &self.last.insert((at, reading)).1
     }
@@ -242,6 +251,18 @@ mod tests {
             (5, Some((2_500, 1))),
             "due: read, given the last"
         );
+    }
+
+    #[test]
+    fn the_second_reading_can_come_at_the_next_call_then_once_a_period() {
+        let mut files = KeptFiles::default();
+        let mut every = Every::second_soon(2_000);
+        let mut at = |mono| *every.at(mono, &mut files, [], |_, _| mono);
+        assert_eq!(at(0), 0, "the first reading");
+        assert_eq!(at(500), 500, "the second: the next call");
+        assert_eq!(at(1_500), 500, "then a period");
+        assert_eq!(at(2_000), 500);
+        assert_eq!(at(2_500), 2_500);
     }
 
     #[test]
