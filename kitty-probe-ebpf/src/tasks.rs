@@ -211,11 +211,8 @@ pub struct TaskIter {
     files: Result<FileWalk, String>,
     watched: WatchedSet,
     ns_per_tick: u64,
-    /// How many rows the last walk gave: the next one's room, made once
-    /// (not regrown by doubling, each step a copy, every tick).
-    last_rows: usize,
-    /// The last walk's names, in its order: a thread that kept its name
-    /// shares the one made then.
+    /// The last walk's names, in its order (one a row): a thread that kept
+    /// its name shares the one made then.
     names: Names,
 }
 
@@ -367,7 +364,6 @@ impl TaskIter {
             files,
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
-            last_rows: 0,
             names: Names::default(),
         })
     }
@@ -404,9 +400,11 @@ impl TaskIter {
     /// one of every task; each row converted as it is read.
     fn walk(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, ProbeError> {
         let ns_per_tick = self.ns_per_tick;
-        let mut rows = Vec::with_capacity(self.last_rows);
         let names = &mut self.names;
         names.start();
+        // Room for as many rows as the last walk gave, made once (not
+        // regrown by doubling, each step a copy, every tick).
+        let mut rows = Vec::with_capacity(names.last.len());
         // Exited threads (zombies not yet reaped) are not in task/ either.
         let mut take = |b: &[u8]| {
             let r = Row::from_bytes(b);
@@ -439,7 +437,6 @@ impl TaskIter {
                 }
             }
         }
-        self.last_rows = rows.len();
         Ok(rows)
     }
 }

@@ -202,11 +202,17 @@ static __always_inline bool cpus_fingerprint(struct task_struct___tasks *t, u64 
 	return true;
 }
 
+/* `last_watched`'s one slot. */
+static __always_inline u32 *last_watched_slot(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&last_watched, &zero);
+}
+
 /* Whether the walk takes this tgid's threads. */
 static __always_inline bool is_watched(u32 tgid)
 {
-	u32 zero = 0;
-	u32 *last = bpf_map_lookup_elem(&last_watched, &zero);
+	u32 *last = last_watched_slot();
 	if (last && *last == tgid)
 		return true;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
@@ -255,8 +261,7 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 		 * process per tick) that only finds the end. */
 		struct row end = {};
 		bpf_seq_write(seq, &end, sizeof(end));
-		u32 zero = 0;
-		u32 *last = bpf_map_lookup_elem(&last_watched, &zero);
+		u32 *last = last_watched_slot();
 		if (last)
 			*last = 0;
 		return 0;
