@@ -28,17 +28,10 @@ fn bench(c: &mut Criterion) {
     let watched: BTreeSet<u32> = kids.iter().map(|k| k.id()).collect();
     let mut per_process = TaskIter::start().expect("the task iterator loads (root?)");
     let mut node_wide = TaskIter::start_node_wide().expect("the task iterator loads (root?)");
-    let (stop, parked) = std::sync::mpsc::channel::<()>();
-    let parked = std::sync::Arc::new(std::sync::Mutex::new(parked));
-    let mut others = Vec::new();
+    let mut others = Parked::new();
     let mut g = c.benchmark_group("task iterator, 8 watched processes");
     for extra in [0usize, 4000] {
-        while others.len() < extra {
-            let p = parked.clone();
-            others.push(std::thread::spawn(move || {
-                let _ = p.lock().map(|rx| rx.recv_timeout(Duration::from_secs(600)));
-            }));
-        }
+        others.grow_to(extra);
         for (name, it) in [
             ("per process", &mut per_process),
             ("every task", &mut node_wide),
@@ -50,7 +43,7 @@ fn bench(c: &mut Criterion) {
         }
     }
     g.finish();
-    drop(stop);
+    drop(others);
     for mut k in kids.drain(..) {
         let _ = k.kill();
         let _ = k.wait();
@@ -61,25 +54,54 @@ fn bench(c: &mut Criterion) {
 /// This process, watched, with 1,200 parked threads.
 fn many_threads(c: &mut Criterion) {
     const THREADS: usize = 1200;
-    let (stop, parked) = std::sync::mpsc::channel::<()>();
-    let parked = std::sync::Arc::new(std::sync::Mutex::new(parked));
-    let threads: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let p = parked.clone();
-            std::thread::spawn(move || {
-                let _ = p.lock().map(|rx| rx.recv_timeout(Duration::from_secs(600)));
-            })
-        })
-        .collect();
+    let mut threads = Parked::new();
+    threads.grow_to(THREADS);
     let own: BTreeSet<u32> = [std::process::id()].into_iter().collect();
     let mut it = TaskIter::start().expect("the task iterator loads (root?)");
     assert!(it.read(&own).expect("a walk").len() > THREADS);
     c.bench_function("task iterator, one process of 1,200 threads", |b| {
         b.iter(|| it.read(&own).expect("a walk"))
     });
-    drop(stop);
-    for t in threads {
-        let _ = t.join();
+    drop(threads);
+}
+
+/// Idle threads of this process, parked until it is dropped (then joined,
+/// so the next bench does not walk them).
+struct Parked {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    until: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Parked {
+    fn new() -> Self {
+        let (stop, until) = std::sync::mpsc::channel();
+        Parked {
+            stop: Some(stop),
+            until: std::sync::Arc::new(std::sync::Mutex::new(until)),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Parks more threads until there are `n`.
+    fn grow_to(&mut self, n: usize) {
+        while self.threads.len() < n {
+            let until = self.until.clone();
+            self.threads.push(std::thread::spawn(move || {
+                let _ = until
+                    .lock()
+                    .map(|rx| rx.recv_timeout(Duration::from_secs(600)));
+            }));
+        }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.stop.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
