@@ -52,13 +52,21 @@ pub(super) fn build_host(h: &HostSample, prev: Option<&HostFrame>, dt_s: Option<
     {
         sig.set_opt(s, g.psi[i].map(|(avg, _)| avg));
     }
+    let before = prev.map_or(&[][..], |p| &p.interfaces[..]);
     let interfaces = h
         .interfaces
         .iter()
-        .map(|(name, (rx, tx))| {
-            let p = prev.and_then(|p| p.interfaces.iter().find(|i| i.name == name.as_str()));
+        .enumerate()
+        .map(|(at, (name, (rx, tx)))| {
+            // The same interfaces come in the same order tick after tick:
+            // the last frame's at this place is looked at first (a node's
+            // pods bring dozens of veths, each looked for every tick).
+            let p = before
+                .get(at)
+                .filter(|i| i.name == name.as_str())
+                .or_else(|| before.iter().find(|i| i.name == name.as_str()));
             InterfaceFrame {
-                name: Text::new(name),
+                name: p.map_or_else(|| Text::new(name), |p| p.name.clone()),
                 rx_bytes: *rx,
                 tx_bytes: *tx,
                 rx_bytes_per_s: p.zip(dt_s).and_then(|(p, dt)| rate(p.rx_bytes, *rx, dt)),
@@ -120,5 +128,49 @@ mod tests {
         let next = build_host(&sample(250, 1500, true), Some(&between), Some(0.5));
         assert_eq!(next.signals.get(Sig::CpuUtilPct), Some(25.0));
         assert_eq!(next.cpu_pct, vec![25.0]);
+    }
+
+    #[test]
+    fn each_interface_is_rated_against_its_own_counters_when_one_comes_or_goes() {
+        let with = |ifs: &[(&str, u64)]| HostSample {
+            interfaces: ifs
+                .iter()
+                .map(|(n, b)| (n.to_string(), (*b, *b * 2)))
+                .collect(),
+            ..Default::default()
+        };
+        let rates = |f: &HostFrame| {
+            f.interfaces
+                .iter()
+                .map(|i| (i.name.to_string(), i.rx_bytes_per_s, i.tx_bytes_per_s))
+                .collect::<Vec<_>>()
+        };
+        let first = build_host(&with(&[("eth0", 1000), ("lo", 10)]), None, None);
+        // A veth sorts between them: each other one is found where it is.
+        let second = build_host(
+            &with(&[("eth0", 1500), ("lo", 20), ("eth9", 7)]),
+            Some(&first),
+            Some(0.5),
+        );
+        assert_eq!(
+            rates(&second),
+            [
+                ("eth0".into(), Some(1000.0), Some(2000.0)),
+                ("eth9".into(), None, None),
+                ("lo".into(), Some(20.0), Some(40.0)),
+            ]
+        );
+        assert!(std::ptr::eq(
+            second.interfaces[0].name.as_str(),
+            first.interfaces[0].name.as_str()
+        ));
+        let third = build_host(&with(&[("eth9", 9), ("lo", 30)]), Some(&second), Some(0.5));
+        assert_eq!(
+            rates(&third),
+            [
+                ("eth9".into(), Some(4.0), Some(8.0)),
+                ("lo".into(), Some(20.0), Some(40.0))
+            ]
+        );
     }
 }

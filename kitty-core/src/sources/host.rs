@@ -230,11 +230,13 @@ pub fn parse_net_dev(text: &str) -> BTreeMap<String, (u64, u64)> {
         .skip(2)
         .filter_map(|l| {
             let (name, rest) = l.split_once(':')?;
-            let v: Vec<u64> = rest
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            (v.len() >= 9).then(|| (name.trim().to_string(), (v[0], v[8])))
+            // Received bytes are the 1st of 16 numbers, sent bytes the
+            // 9th; only those two are parsed (a node's every pod adds a
+            // veth line read every tick).
+            let mut fields = rest.split_ascii_whitespace();
+            let rx = fields.next()?.parse().ok()?;
+            let tx = fields.nth(7)?.parse().ok()?;
+            Some((name.trim().to_string(), (rx, tx)))
         })
         .collect()
 }
@@ -289,7 +291,10 @@ mod tests {
         assert!(avg10 >= 0.0 && total > 0);
         assert!(parse_psi_some(include_str!("../../tests/fixtures/proc/pressure_io")).is_some());
         let dev = parse_net_dev(include_str!("../../tests/fixtures/proc/net_dev"));
-        assert!(dev.contains_key("lo"));
+        assert_eq!(dev["lo"], (4701, 4701));
+        assert_eq!(dev["eth0"], (40795927, 187298), "received, then sent bytes");
+        // A line cut before the sent bytes is left out.
+        assert!(parse_net_dev("h\nh\n eth1: 1 2 3 4 5 6 7 8\n").is_empty());
     }
 
     #[test]
