@@ -116,7 +116,7 @@ impl ProcReader {
             let sched_due = prev
                 .and_then(|p| p.migrations)
                 .is_none_or(|(t, _)| mono.saturating_sub(t) >= SCHED_EVERY.as_nanos() as u64);
-            let tasks = rows.and_then(|r| r.get(&w.key.pid)).map(Vec::as_slice);
+            let tasks = rows.and_then(|r| r.get(&w.key.pid));
             let reuse = Reuse {
                 fds,
                 fd_walk: Some(FdWalk(&mut *open_files)),

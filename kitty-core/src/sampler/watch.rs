@@ -236,17 +236,22 @@ mod tests {
     }
 
     fn rows(pid: u32, placement: Option<Placement>) -> RowsByTgid {
+        rows_started(pid, placement, 1)
+    }
+
+    /// The rows of a process `pid` that started at `start_ticks`.
+    fn rows_started(pid: u32, placement: Option<Placement>, start_ticks: u64) -> RowsByTgid {
         let row = |tid| TaskRow {
             tid,
             tgid: pid,
-            start_ticks: 1,
+            start_ticks,
             process: ProcessPart {
                 placement,
                 ..Default::default()
             },
             ..Default::default()
         };
-        [(pid, vec![row(pid + 1), row(pid)])].into_iter().collect()
+        crate::sources::tasks::by_tgid(vec![row(pid + 1), row(pid)])
     }
 
     fn list(pid: u32) -> WatchList {
@@ -374,8 +379,7 @@ mod tests {
             cgroups: 7,
             netns: 1,
         });
-        let mut other = rows(41, p);
-        other.values_mut().flatten().for_each(|r| r.start_ticks = 2);
+        let other = rows_started(41, p, 2);
         l.follow_placement(&roots, Some(&other));
         assert!(l.followed.is_empty(), "rows of another process");
         l.follow_placement(&roots, Some(&rows(41, p)));

@@ -9,7 +9,7 @@
 //! ([`TaskCounters::open_files`]) for the fd inventory, instead of reading
 //! /proc/<pid>/fd and a link per fd.
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -185,28 +185,50 @@ impl Default for TaskSource {
     }
 }
 
-/// The rows of one tick, by process.
-pub type RowsByTgid = HashMap<u32, Vec<TaskRow>>;
+/// The rows of one tick, by process: the walk's rows in one vector, each
+/// process's together, and where each process's are. Grouped in place:
+/// a GPU rank has ~150 threads of ~200-byte rows, and a vector a process
+/// made each tick (moved into, then dropped) had the allocator hand its
+/// pages back and fault them in again every tick.
+#[derive(Debug, Default, PartialEq)]
+pub struct RowsByTgid {
+    rows: Vec<TaskRow>,
+    at: HashMap<u32, std::ops::Range<usize>>,
+}
+
+impl RowsByTgid {
+    /// A process's rows, in the order its walk gave them.
+    pub fn get(&self, tgid: &u32) -> Option<&[TaskRow]> {
+        self.at.get(tgid).map(|r| &self.rows[r.clone()])
+    }
+
+    /// Whether no process has a row.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
 
 /// Groups rows by process (the process reader checks each group's start
 /// against the process it reads: see [`TaskRow::start_ticks`]).
-pub fn by_tgid(rows: Vec<TaskRow>) -> RowsByTgid {
-    // A walk of each process gives its rows together: each run is moved
-    // into a group made its size at once (a row is ~200 bytes, and a GPU
-    // rank's ~150 pushed one by one regrew its group eight times a tick).
-    // A walk of every task (in tid order) may interleave processes.
-    let runs: Vec<(u32, usize)> = rows
-        .chunk_by(|a, b| a.tgid == b.tgid)
-        .map(|run| (run[0].tgid, run.len()))
-        .collect();
-    let mut out: RowsByTgid = HashMap::with_capacity(runs.len());
-    let mut rows = rows.into_iter();
-    for (tgid, len) in runs {
-        let group = out.entry(tgid).or_default();
-        group.reserve_exact(len);
-        group.extend(rows.by_ref().take(len));
+pub fn by_tgid(mut rows: Vec<TaskRow>) -> RowsByTgid {
+    // A walk of each process gives its rows together. A walk of every task
+    // (in tid order, older kernels) may interleave processes: those are put
+    // together first, each process's threads kept in their order.
+    let grouped = |rows: &[TaskRow]| {
+        let mut seen = HashSet::new();
+        rows.chunk_by(|a, b| a.tgid == b.tgid)
+            .all(|run| seen.insert(run[0].tgid))
+    };
+    if !grouped(&rows) {
+        rows.sort_by_key(|r| r.tgid);
     }
-    out
+    let mut at = HashMap::new();
+    let mut from = 0;
+    for run in rows.chunk_by(|a, b| a.tgid == b.tgid) {
+        at.insert(run[0].tgid, from..from + run.len());
+        from += run.len();
+    }
+    RowsByTgid { rows, at }
 }
 
 /// The leader's row among a process's rows (the one that speaks for the
@@ -244,9 +266,9 @@ mod tests {
             ..Default::default()
         };
         let g = by_tgid(vec![row(10, 10), row(11, 10), row(20, 20)]);
-        assert_eq!(g[&10].len(), 2);
-        assert_eq!(g[&20][0].tid, 20);
-        assert!(!g.contains_key(&11));
+        assert_eq!(g.get(&10).unwrap().len(), 2);
+        assert_eq!(g.get(&20).unwrap()[0].tid, 20);
+        assert!(g.get(&11).is_none());
     }
 
     #[test]
@@ -258,9 +280,9 @@ mod tests {
         };
         // Tid order: process 10's threads on both sides of process 20's.
         let g = by_tgid(vec![row(10, 10), row(15, 20), row(17, 10), row(18, 10)]);
-        let tids = |p| g[&p].iter().map(|r: &TaskRow| r.tid).collect::<Vec<_>>();
+        let tids = |p| g.get(&p).unwrap().iter().map(|r| r.tid).collect::<Vec<_>>();
         assert_eq!(tids(10), [10, 17, 18]);
         assert_eq!(tids(20), [15]);
-        assert_eq!(g.len(), 2);
+        assert_eq!(g.at.len(), 2);
     }
 }
