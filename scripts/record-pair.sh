@@ -4,7 +4,9 @@
 # seconds (steady state, from 5 s in; schedstat of all its threads) and
 # the ratio. Unlike scripts/record-ab.sh (turns, one at a time), both see
 # the same stretch of this VM's drift; they share its two CPUs, so run it
-# A/A first to see the spread (here: 0.92-1.07).
+# A/A first to see the spread (here: 0.92-1.07). Each build's page faults
+# per sample too: memory the allocator gives back and takes again every
+# tick costs CPU that a hot benchmark does not show.
 # THREADS=N records 8 idle processes of N threads each instead of the ring
 # (a GPU node's thread counts: the task iterator's walk is then the cost).
 #   scripts/record-pair.sh OLD_BIN NEW_BIN [ROUNDS] [DURATION]
@@ -27,11 +29,13 @@ for r in $(seq "$ROUNDS"); do
   "$B" record -o "$DIR/b.kitty" --interval 500ms --duration "$((DURATION + 8))s" 2>/dev/null &
   PB=$!
   sleep 5
-  A0=$(cpu_ns $PA) B0=$(cpu_ns $PB)
+  A0=$(cpu_ns $PA) B0=$(cpu_ns $PB) FA0=$(minor_faults $PA) FB0=$(minor_faults $PB)
   sleep "$DURATION"
-  A1=$(cpu_ns $PA) B1=$(cpu_ns $PB)
+  A1=$(cpu_ns $PA) B1=$(cpu_ns $PB) FA1=$(minor_faults $PA) FB1=$(minor_faults $PB)
   wait $PA $PB || true
   python3 -c "
-a = ($A1 - $A0) / 1e6 / ($DURATION * 2); b = ($B1 - $B0) / 1e6 / ($DURATION * 2)
-print(f'round $r: old {a:.3f} ms, new {b:.3f} ms CPU per sample (new/old {b / a:.3f})')"
+n = $DURATION * 2
+a = ($A1 - $A0) / 1e6 / n; b = ($B1 - $B0) / 1e6 / n
+fa = ($FA1 - $FA0) / n; fb = ($FB1 - $FB0) / n
+print(f'round $r: old {a:.3f} ms, new {b:.3f} ms CPU per sample (new/old {b / a:.3f}); page faults per sample old {fa:.1f}, new {fb:.1f}')"
 done

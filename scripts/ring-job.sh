@@ -7,6 +7,7 @@
 #                             pids in RING_PIDS, and waits 2 s
 #   stop_ring                 kills them (for the caller's EXIT trap)
 #   cpu_ns PID                CPU time of all of PID's threads, ns (schedstat)
+#   minor_faults PID          PID's minor page faults so far (stat's 10th field)
 
 RING_PIDS=()
 
@@ -46,4 +47,8 @@ stop_ring() {
 
 cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'
+}
+
+minor_faults() {
+  awk '{print $10}' /proc/"$1"/stat
 }
