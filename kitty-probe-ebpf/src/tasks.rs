@@ -447,6 +447,7 @@ impl TaskIter {
 /// found at its place, not looked up: one `Arc<str>` made a thread while
 /// its name stays, not one a tick (a cache hashed by tid cost as much in
 /// cold lookups as the allocations it saved).
+///
 /// A name found at its place is moved from the last walk to this one (one
 /// count taken a thread a tick, for its row, not three).
 #[derive(Default)]

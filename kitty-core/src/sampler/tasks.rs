@@ -135,6 +135,6 @@ mod tests {
         assert!(st.reason.as_deref().unwrap().contains("EINTR"));
         // Nothing watched: no walk at all.
         let rows = t.read(&BTreeSet::new());
-        assert!(rows.is_ok_and(|r| r.is_some_and(|r| r.is_empty())));
+        assert_eq!(rows, Ok(Some(RowsByTgid::default())), "no rows");
     }
 }
