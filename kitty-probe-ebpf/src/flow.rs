@@ -348,7 +348,7 @@ fn active_flows(seen: &HashMap<FlowKey, Seen>, frame: &Frame, now: u64) -> Vec<F
             pid: k.tgid,
             comm: comm.get(&k.tgid).map(|c| (*c).clone()),
             netns: s.ends.map_or(0, |e| e.netns as u64),
-            protocol: protocol.into(),
+            protocol: Text::of_static(protocol),
             local: s.local.clone(),
             remote: s.remote.clone(),
             tx_bytes: s.bytes.tx,

@@ -73,12 +73,15 @@ pub struct Tracker {
     judgements: u64,
 }
 
-/// The values of one signal across a job's members: (rank index, value).
-fn values_of(frame: &Frame, members: &[usize], sig: Sig) -> Vec<(usize, f64)> {
-    members
-        .iter()
-        .filter_map(|i| frame.ranks[*i].signal(sig).map(|v| (*i, v)))
-        .collect()
+/// The values of one signal across a job's members, (rank index, value),
+/// in `out` (one buffer for every rule of a tick, not a vector each).
+fn values_of(frame: &Frame, members: &[usize], sig: Sig, out: &mut Vec<(usize, f64)>) {
+    out.clear();
+    out.extend(
+        members
+            .iter()
+            .filter_map(|i| frame.ranks[*i].signal(sig).map(|v| (*i, v))),
+    );
 }
 
 /// The ranks of each job (name and launch), by index.
@@ -123,19 +126,21 @@ impl Tracker {
             releasing: true,
             ..raise
         };
+        let (mut values, mut confirm) = (Vec::new(), Vec::new());
         for members in jobs(frame).values() {
             if members.len() < cfg.min_ranks {
                 continue;
             }
             for rule in RULES {
-                let values = values_of(frame, members, rule.signal);
+                values_of(frame, members, rule.signal, &mut values);
                 if values.len() < cfg.min_ranks {
                     continue;
                 }
-                let confirm = rule
-                    .confirm_by
-                    .map(|(c, _)| values_of(frame, members, c))
-                    .unwrap_or_default();
+                match rule.confirm_by {
+                    Some((c, _)) => values_of(frame, members, c, &mut confirm),
+                    None => confirm.clear(),
+                }
+                let (values, confirm) = (&values, &confirm);
                 // Does the confirming signal single this rank out too?
                 let confirms = |i: usize, bar: Bar| -> bool {
                     let Some((c, floor)) = rule.confirm_by else {
@@ -154,11 +159,11 @@ impl Tracker {
                         always_critical: false,
                         confirm_by: None,
                     };
-                    peer_stats(&confirm, i)
+                    peer_stats(confirm, i)
                         .is_some_and(|(m, mad)| is_outlier(*cv, m, mad, &by, bar))
                 };
-                for (i, v) in &values {
-                    let Some((m, mad)) = peer_stats(&values, *i) else {
+                for (i, v) in values {
+                    let Some((m, mad)) = peer_stats(values, *i) else {
                         continue;
                     };
                     let rank = &frame.ranks[*i];

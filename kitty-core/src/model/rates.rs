@@ -35,6 +35,9 @@ pub fn counter_rates(prev: &RankCounters, cur: &RankCounters, dt_s: f64, sig: &m
     }
 }
 
+/// How many rates [`counter_rates`] gives at most.
+pub const COUNTER_RATE_SIGNALS: usize = COUNTER_RATES.len();
+
 /// Each rate [`counter_rates`] gives: its signal, its counter, and what one
 /// unit of the signal is in counts per second (ns/s per CPU percent, per
 /// ms/s; dividing by 1 is exact).

@@ -42,6 +42,38 @@ impl Text {
         Text(Arc::from(sanitize(raw, max)))
     }
 
+    /// One of kitty's own fixed names (a TCP state, a process state): made
+    /// once a thread and shared after, where [`Text::new`] would allocate
+    /// it again for every socket and rank of every tick.
+    pub fn of_static(name: &'static str) -> Text {
+        /// More names than any caller has; past it they are made each time.
+        const KEPT: usize = 64;
+        thread_local! {
+            static MADE: std::cell::RefCell<Vec<(&'static str, Text)>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        MADE.with_borrow_mut(|made| {
+            if let Some((_, t)) = made.iter().find(|(n, _)| *n == name) {
+                return t.clone();
+            }
+            let t = Text::new(name);
+            if made.len() < KEPT {
+                made.push((name, t.clone()));
+            }
+            t
+        })
+    }
+
+    /// A raw name already shared (a thread's, from its task row) as a
+    /// `Text`: the same allocation when it needs no escaping, else a
+    /// sanitised copy.
+    pub fn of_shared(raw: &Arc<str>) -> Text {
+        if is_plain(raw, Text::MAX) {
+            return Text(raw.clone());
+        }
+        Text(Arc::from(sanitize(raw, Text::MAX)))
+    }
+
     /// From bytes of unknown encoding (a kernel comm, an environ value).
     pub fn from_bytes(raw: &[u8]) -> Text {
         Text::new(&String::from_utf8_lossy(raw))
@@ -183,6 +215,32 @@ impl<'de> serde::Deserialize<'de> for Text {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fixed_name_is_made_once_and_shared() {
+        let a = Text::of_static("ESTABLISHED");
+        let b = Text::of_static("ESTABLISHED");
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert_eq!(a, Text::new("ESTABLISHED"));
+        assert!(!Arc::ptr_eq(&a.0, &Text::of_static("LISTEN").0));
+        assert_eq!(Text::of_static("LISTEN").as_str(), "LISTEN");
+    }
+
+    #[test]
+    fn a_shared_raw_name_is_taken_as_is_only_when_plain() {
+        let plain: Arc<str> = Arc::from("pt_autograd_0");
+        let t = Text::of_shared(&plain);
+        assert!(Arc::ptr_eq(&t.0, &plain));
+        // One a terminal could act on is a sanitised copy, as `new` makes it.
+        let evil: Arc<str> = Arc::from("w\x1b[2Jorker\u{202e}");
+        let t = Text::of_shared(&evil);
+        assert!(!Arc::ptr_eq(&t.0, &evil));
+        assert_eq!(t, Text::new(&evil));
+        assert!(!t.chars().any(|c| c.is_control() || c == '\u{202e}'));
+        // Too long: capped, as `new` caps it.
+        let long: Arc<str> = Arc::from("x".repeat(Text::MAX + 10));
+        assert_eq!(Text::of_shared(&long), Text::new(&long));
+    }
 
     #[test]
     fn control_characters_become_visible_escapes() {

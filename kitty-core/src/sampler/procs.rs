@@ -16,6 +16,7 @@ use crate::sources::tasks::{leader, FdInventory, RowsByTgid, TaskRow};
 use crate::sources::tcp_table::SocketRaw;
 use crate::sources::Roots;
 use foldhash::{HashMap, HashMapExt};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How often the per-thread `sched` files (migrations) are read, and
@@ -56,7 +57,17 @@ pub(super) struct ProcPrev {
     pub cfs_ns: Option<u64>,
     /// The cgroup's CPU use (ns), read while it is throttled.
     pub cgroup_usage_ns: Option<u64>,
-    pub tcp: HashMap<u64, TcpInfo>,
+    /// This tick's sockets, by inode, for the next tick's frame.
+    pub sockets: HashMap<u64, PrevSocket>,
+}
+
+/// What a socket's next frame takes from this tick's: its tcp_info, for
+/// its rates, and its endpoints' text while they hold (printed and
+/// allocated again every tick before: four allocations a socket).
+pub(super) struct PrevSocket {
+    pub info: Option<TcpInfo>,
+    pub local: (SocketAddr, Text),
+    pub remote: (SocketAddr, Text),
 }
 
 pub(super) struct ProcReader {
@@ -98,8 +109,9 @@ impl ProcReader {
     ) -> (Vec<Sample<'a>>, Vec<Watched>) {
         let mut samples = Vec::new();
         let mut gone = Vec::new();
+        let mut dirs = roots.pid_dirs();
         for w in watched {
-            let dir = roots.pid_dir(w.key.pid);
+            let dir = dirs.of(w.key.pid);
             let prev = self.prev.get(&w.key);
             // Reuse the fd scan while the fd count holds, but rescan at least
             // every discovery period so a swapped socket is not missed for long.
@@ -133,7 +145,7 @@ impl ProcReader {
                         affinity: p.sample.affinity_cpus.map(|_| p.sample.affinity.as_slice()),
                     }),
             };
-            match read_process(&dir, self.page_size, reuse) {
+            match read_process(dir, self.page_size, reuse) {
                 Ok(s) if s.start_time == w.key.start_time => samples.push((w, s)),
                 // Same pid, new start time: the watched process is gone and the pid reused.
                 Ok(_) | Err(ReadError::Gone) | Err(ReadError::Other(_)) => gone.push(w.clone()),
@@ -195,15 +207,19 @@ impl ProcReader {
                 migrations,
             });
             rank.cgroup_cpu = cgroup_cpu;
-            ranks.push(rank);
             // Made the size it ends at: collected from a filter it grew
-            // and rehashed four times for 64 sockets.
-            let mut tcp = HashMap::with_capacity(sockets.len());
-            tcp.extend(
-                sockets
-                    .iter()
-                    .filter_map(|r| r.info.clone().map(|i| (r.inode, i))),
-            );
+            // and rehashed four times for 64 sockets. The rank's sockets
+            // are `sockets`, in order.
+            let mut kept = HashMap::with_capacity(sockets.len());
+            kept.extend(sockets.iter().zip(&rank.sockets).map(|(r, f)| {
+                let s = PrevSocket {
+                    info: r.info.clone(),
+                    local: (r.local, f.local.clone()),
+                    remote: (r.remote, f.remote.clone()),
+                };
+                (r.inode, s)
+            }));
+            ranks.push(rank);
             let fd_scan_ns = match prev {
                 Some(p) if !s.fds_rescanned => p.fd_scan_ns,
                 _ => mono,
@@ -222,7 +238,7 @@ impl ProcReader {
                     migrations_rate,
                     cfs_ns,
                     cgroup_usage_ns,
-                    tcp,
+                    sockets: kept,
                 },
             );
         }
@@ -286,7 +302,7 @@ mod tests {
             migrations_rate: None,
             cfs_ns: None,
             cgroup_usage_ns: None,
-            tcp: HashMap::new(),
+            sockets: HashMap::new(),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::model::{
 use crate::sources::discovery::Watched;
 use crate::sources::process::ProcSample;
 use crate::sources::tcp_table::SocketRaw;
+use std::net::SocketAddr;
 
 /// Everything one rank's frame is built from.
 pub(super) struct RankInput<'a> {
@@ -38,24 +39,26 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         migrations,
     } = input;
     let mut sig = gauges(s, sockets);
-    let infos: Vec<&TcpInfo> = sockets.iter().filter_map(|x| x.info.as_ref()).collect();
+    let infos = || sockets.iter().filter_map(|x| x.info.as_ref());
 
     let mut socket_frames = Vec::with_capacity(sockets.len());
     let mut deltas = TcpDeltas::default();
     for raw in sockets {
+        let before = prev.and_then(|p| p.sockets.get(&raw.inode));
         // Its rates, and the RTT probe's median where the probe runs.
         let mut ssig = Signals::with_capacity(TcpDeltas::SIGNALS + 1);
-        if let (Some(p), Some(info), Some(dt)) = (prev, &raw.info, dt_s) {
+        if let (Some(info), Some(dt)) = (&raw.info, dt_s.filter(|_| prev.is_some())) {
+            let was = before.and_then(|b| b.info.as_ref());
             let mut d = TcpDeltas::default();
-            d.add(p.tcp.get(&raw.inode), info);
+            d.add(was, info);
             d.write(dt, &mut ssig);
-            deltas.add(p.tcp.get(&raw.inode), info);
+            deltas.add(was, info);
         }
         socket_frames.push(SocketFrame {
             inode: raw.inode,
-            local: addr_text(&raw.local),
-            remote: addr_text(&raw.remote),
-            state: Text::new(raw.state),
+            local: endpoint_text(&raw.local, before.map(|b| &b.local)),
+            remote: endpoint_text(&raw.remote, before.map(|b| &b.remote)),
+            state: Text::of_static(raw.state),
             tx_queue: raw.tx_queue,
             rx_queue: raw.rx_queue,
             info: raw.info.clone(),
@@ -63,8 +66,9 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         });
     }
 
+    let any_info = infos().next().is_some();
     let sum = |f: &dyn Fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
-        (!infos.is_empty()).then(|| infos.iter().filter_map(|i| f(i)).sum())
+        any_info.then(|| infos().filter_map(f).sum())
     };
     let counters = RankCounters {
         nr_migrations: migrations.map_or(0, |(_, total)| total),
@@ -81,7 +85,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         let ps = &p.sample;
         counter_rates(&sample_counters(ps, p.cfs_ns), &counters, dt, &mut sig);
         sig.set_opt(Sig::MigrationsPerS, migrations_rate);
-        if !infos.is_empty() {
+        if any_info {
             deltas.write(dt, &mut sig);
         }
         threads = busiest_threads(s, ps, dt);
@@ -98,7 +102,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         key: w.key,
         comm: Text::new(&s.comm),
         labels: w.labels.clone(),
-        state: Text::new(&s.state.to_string()),
+        state: state_text(s.state),
         netns: w.netns,
         gpu: None,
         counters,
@@ -109,6 +113,26 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         affinity: s.affinity.clone(),
         ran_instead: Vec::new(),
         cgroup_cpu: None,
+    }
+}
+
+/// A socket's endpoint as text: the last tick's while the address holds
+/// (a connected socket's never changes), so it is printed and allocated
+/// once in the socket's life rather than every tick.
+fn endpoint_text(addr: &SocketAddr, before: Option<&(SocketAddr, Text)>) -> Text {
+    match before {
+        Some((was, text)) if was == addr => text.clone(),
+        _ => addr_text(addr),
+    }
+}
+
+/// A process's state letter (`stat`'s third field) as text, shared for
+/// the letters the kernel prints.
+fn state_text(state: char) -> Text {
+    const LETTERS: &str = "RSDZTtXxKWPI";
+    match LETTERS.find(state) {
+        Some(i) => Text::of_static(&LETTERS[i..i + state.len_utf8()]),
+        None => Text::new(state.encode_utf8(&mut [0; 4])),
     }
 }
 
@@ -150,11 +174,12 @@ fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
         Sig::RxQueueBytes,
         sockets.iter().map(|x| x.rx_queue).sum::<u64>() as f64,
     );
-    let infos: Vec<&TcpInfo> = sockets.iter().filter_map(|x| x.info.as_ref()).collect();
-    if infos.is_empty() {
+    // Walked as needed, not collected: a vector a rank a tick.
+    let infos = || sockets.iter().filter_map(|x| x.info.as_ref());
+    if infos().next().is_none() {
         return sig;
     }
-    let total = |f: fn(&TcpInfo) -> Option<u64>| infos.iter().filter_map(|i| f(i)).sum::<u64>();
+    let total = |f: fn(&TcpInfo) -> Option<u64>| infos().filter_map(f).sum::<u64>();
     sig.set(
         Sig::NotsentBytes,
         total(|i| i.notsent_bytes.map(u64::from)) as f64,
@@ -170,8 +195,7 @@ fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
     );
     sig.set_opt(
         Sig::MinRttUs,
-        infos
-            .iter()
+        infos()
             .filter_map(|i| i.min_rtt_us)
             .filter(|v| *v > 0 && *v != u32::MAX)
             .map(|v| v as f64)
@@ -186,7 +210,7 @@ fn gauges(s: &ProcSample, sockets: &[&SocketRaw]) -> Signals {
 
 /// A thread's rates in the interval, before it is named: tid, run delay
 /// (ms/s), CPU (%), raw name.
-type ThreadRates<'a> = (u32, f64, f64, &'a str);
+type ThreadRates<'a> = (u32, f64, f64, &'a std::sync::Arc<str>);
 
 /// The threads with the most run-queue delay (then CPU) in the interval,
 /// the lower tid first among equals. Only those kept are named: a GPU
@@ -205,7 +229,7 @@ fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame>
             let (_, pt) = before.next_if(|(p, _)| *p == tid)?;
             let delay = rate(pt.run_delay_ns, t.run_delay_ns, dt).unwrap_or(0.0) / 1e6;
             let cpu = rate(pt.exec_ns, t.exec_ns, dt).unwrap_or(0.0) / 1e7;
-            Some((*tid, hundredths(delay), hundredths(cpu), &*t.comm))
+            Some((*tid, hundredths(delay), hundredths(cpu), &t.comm))
         })
         .collect();
     let busier = |a: &ThreadRates, b: &ThreadRates| {
@@ -222,7 +246,7 @@ fn busiest_threads(s: &ProcSample, ps: &ProcSample, dt: f64) -> Vec<ThreadFrame>
         .into_iter()
         .map(|(tid, delay, cpu, comm)| ThreadFrame {
             tid,
-            comm: Text::new(comm),
+            comm: Text::of_shared(comm),
             run_delay_ms_per_s: delay,
             cpu_pct: cpu,
         })
@@ -301,5 +325,36 @@ mod tests {
         let kept = busiest_threads(&after, &before, 1.0);
         let got: Vec<(u32, f64)> = kept.iter().map(|t| (t.tid, t.run_delay_ms_per_s)).collect();
         assert_eq!(got, [(7, 2.0), (3, 1.0)]);
+    }
+
+    #[test]
+    fn a_kept_threads_plain_name_is_its_rows_own_allocation() {
+        let before = sample([(1, 0, 0)].into_iter());
+        let after = sample([(1, 5_000_000, 0)].into_iter());
+        let kept = busiest_threads(&after, &before, 1.0);
+        let raw = &after.per_thread[&1].comm;
+        assert_eq!(kept[0].comm.as_str().as_ptr(), raw.as_ptr());
+    }
+
+    #[test]
+    fn an_endpoints_text_is_the_last_ticks_while_its_address_holds() {
+        let a: SocketAddr = "10.0.0.7:29500".parse().unwrap();
+        let b: SocketAddr = "[fe80::1]:29500".parse().unwrap();
+        let first = endpoint_text(&a, None);
+        assert_eq!(first.as_str(), "10.0.0.7:29500");
+        let kept = (a, first.clone());
+        let again = endpoint_text(&a, Some(&kept));
+        assert_eq!(again.as_str().as_ptr(), first.as_str().as_ptr());
+        // Another address (an inode reused by a new socket): printed anew.
+        assert_eq!(endpoint_text(&b, Some(&kept)).as_str(), b.to_string());
+    }
+
+    #[test]
+    fn a_process_state_letter_is_its_text() {
+        for c in "RSDZTtXxKWPI".chars() {
+            assert_eq!(state_text(c).as_str(), c.to_string());
+        }
+        assert_eq!(state_text('?').as_str(), "?");
+        assert_eq!(state_text('\u{1b}').as_str(), "\\e");
     }
 }

@@ -78,9 +78,50 @@ impl Roots {
         self.proc.join(pid.to_string())
     }
 
+    /// [`Roots::pid_dir`] for each pid in turn, in one buffer: a tick
+    /// visits every watched process's directory, and each path made anew
+    /// was two allocations or three.
+    pub fn pid_dirs(&self) -> PidDirs {
+        PidDirs {
+            path: self.proc.clone(),
+            pid_pushed: false,
+        }
+    }
+
     /// A host path such as `/sys/fs/cgroup` seen under the host root.
     pub fn host_path(&self, abs: &str) -> PathBuf {
         self.host.join(abs.trim_start_matches('/'))
+    }
+}
+
+/// Processes' directories, one at a time in one buffer ([`Roots::pid_dirs`]).
+pub struct PidDirs {
+    path: PathBuf,
+    /// Whether `path` ends in a pid (pushed by the last [`PidDirs::of`]).
+    pid_pushed: bool,
+}
+
+impl PidDirs {
+    /// `pid`'s directory, as [`Roots::pid_dir`] gives it.
+    pub fn of(&mut self, pid: u32) -> &Path {
+        if std::mem::replace(&mut self.pid_pushed, true) {
+            self.path.pop();
+        }
+        let mut digits = [0u8; 10];
+        let mut at = digits.len();
+        let mut n = pid;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        // Only ASCII digits were written.
+        self.path
+            .push(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        &self.path
     }
 }
 
@@ -117,6 +158,17 @@ pub fn read_small(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_pid_dir_from_the_one_buffer_is_the_one_made_anew() {
+        for root in ["/proc", "/host/proc/", "proc"] {
+            let roots = Roots::new(root);
+            let mut dirs = roots.pid_dirs();
+            for pid in [1, 4_194_304, 0, 90, 7, u32::MAX] {
+                assert_eq!(dirs.of(pid), roots.pid_dir(pid), "{root} {pid}");
+            }
+        }
+    }
 
     #[test]
     fn a_small_read_gives_the_whole_file_or_why_not() {

@@ -13,7 +13,7 @@
 
 use super::digits;
 use crate::model::grid;
-use crate::model::rates::{counter_rates, TcpDeltas};
+use crate::model::rates::{counter_rates, TcpDeltas, COUNTER_RATE_SIGNALS};
 use crate::model::{Frame, HistKind, Histograms, ProcKey, RankCounters, Sig, Signals, TcpInfo};
 use std::collections::HashMap;
 
@@ -129,12 +129,19 @@ fn percentiles(hists: &Histograms, have: &Signals, at_most_max: bool, sig: &mut 
 
 /// What `f`'s ranks' left-out values are recomputed as: from `basis`
 /// (the frame before) and from `f` itself.
+/// Room for a rank's recomputed values (see [`predicted`]).
+const RANK_PREDICTED: usize = 3 * PERCENTILES.len() + COUNTER_RATE_SIGNALS + TcpDeltas::SIGNALS;
+
 fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
     let dt = f.mono_ns.saturating_sub(basis.mono_ns) as f64 / 1e9;
     f.ranks
         .iter()
         .map(|r| {
-            let mut sig = Signals::new();
+            // Made room for at once: a rank's recomputed values are a
+            // percentile triple a histogram, its counters' rates and its
+            // sockets' sums (grown from empty it took four allocations a
+            // rank a frame, and three a socket below).
+            let mut sig = Signals::with_capacity(RANK_PREDICTED);
             if what.percentiles {
                 percentiles(&r.histograms, &r.signals, what.at_most_max, &mut sig);
             }
@@ -148,15 +155,16 @@ fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
                 .sockets
                 .iter()
                 .map(|s| {
-                    let mut ssig = Signals::new();
-                    if let Some(info) = &s.info {
-                        let before = infos.get(&s.inode);
-                        let mut d = TcpDeltas::default();
-                        d.add(before, info);
-                        d.write(dt, &mut ssig);
-                        deltas.add(before, info);
-                        any = true;
-                    }
+                    let Some(info) = &s.info else {
+                        return Signals::new();
+                    };
+                    let mut ssig = Signals::with_capacity(TcpDeltas::SIGNALS);
+                    let before = infos.get(&s.inode);
+                    let mut d = TcpDeltas::default();
+                    d.add(before, info);
+                    d.write(dt, &mut ssig);
+                    deltas.add(before, info);
+                    any = true;
                     ssig
                 })
                 .collect();
