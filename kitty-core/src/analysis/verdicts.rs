@@ -159,8 +159,7 @@ impl Tracker {
                         always_critical: false,
                         confirm_by: None,
                     };
-                    peer_stats(confirm, i)
-                        .is_some_and(|(m, mad)| is_outlier(*cv, m, mad, &by, bar))
+                    peer_stats(confirm, i).is_some_and(|(m, mad)| is_outlier(*cv, m, mad, &by, bar))
                 };
                 for (i, v) in values {
                     let Some((m, mad)) = peer_stats(values, *i) else {

@@ -29,7 +29,7 @@ pub fn addr_text(a: &SocketAddr) -> Text {
 }
 
 /// `n` in decimal, without leading zeros.
-fn push_decimal(s: &mut String, mut n: u32) {
+pub(crate) fn push_decimal(s: &mut String, mut n: u32) {
     let mut digits = [0u8; 10];
     let mut at = digits.len();
     loop {

@@ -85,6 +85,7 @@ impl Roots {
         PidDirs {
             path: self.proc.clone(),
             pid_pushed: false,
+            pid: String::with_capacity(10),
         }
     }
 
@@ -99,6 +100,8 @@ pub struct PidDirs {
     path: PathBuf,
     /// Whether `path` ends in a pid (pushed by the last [`PidDirs::of`]).
     pid_pushed: bool,
+    /// The pid's digits.
+    pid: String,
 }
 
 impl PidDirs {
@@ -107,20 +110,9 @@ impl PidDirs {
         if std::mem::replace(&mut self.pid_pushed, true) {
             self.path.pop();
         }
-        let mut digits = [0u8; 10];
-        let mut at = digits.len();
-        let mut n = pid;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        // Only ASCII digits were written.
-        self.path
-            .push(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        self.pid.clear();
+        crate::model::addr::push_decimal(&mut self.pid, pid);
+        self.path.push(&self.pid);
         &self.path
     }
 }
