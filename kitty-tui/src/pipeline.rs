@@ -5,6 +5,7 @@
 use crate::cli::{NodeArgs, Sampling};
 use crate::error::UsageError;
 use kitty_core::analysis::AnalysisConfig;
+use kitty_core::engine::stages::StageTimes;
 use kitty_core::engine::Pipeline;
 use kitty_core::sampler::SamplerConfig;
 use kitty_core::sources::discovery::WatchRule;
@@ -93,6 +94,7 @@ pub fn build(s: &Sampling, cfg: &SamplerConfig) -> Pipeline {
     if !n.no_ebpf {
         p.push(Box::new(kitty_probe_ebpf::Probes::start(cfg.hints.clone())));
     }
+    p.stage_times = stage_times();
     if !n.no_gpu {
         p.push(Box::new(NvmlSource::start(
             n.nvml_lib.clone(),
@@ -102,4 +104,15 @@ pub fn build(s: &Sampling, cfg: &SamplerConfig) -> Pipeline {
         )));
     }
     p
+}
+
+/// `KITTY_STAGE_TIMES=FILE`: each tick's stages timed by the sampling
+/// thread's CPU clock into FILE, for measuring kitty itself (see
+/// `kitty_core::engine::stages` and `scripts/stage-times.sh`). A file that
+/// cannot be made is said in one line, and kitty runs without it.
+fn stage_times() -> Option<StageTimes> {
+    let path = std::env::var_os("KITTY_STAGE_TIMES")?;
+    StageTimes::to_file(std::path::Path::new(&path))
+        .inspect_err(|e| crate::say::line(format_args!("KITTY_STAGE_TIMES: {e}; not timing")))
+        .ok()
 }

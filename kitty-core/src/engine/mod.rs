@@ -11,6 +11,7 @@
 
 mod clock;
 mod queue;
+pub mod stages;
 
 pub use queue::{Delivery, Recv};
 
@@ -33,6 +34,8 @@ pub struct Pipeline {
     pub analysis: AnalysisConfig,
     /// Takes each judged frame on the sampling thread instead of the queue.
     finish: Option<Finish>,
+    /// Where each tick's stage times go, when asked ([`stages`]).
+    pub stage_times: Option<stages::StageTimes>,
 }
 
 /// A consumer run on the sampling thread as the pipeline's last stage
@@ -257,8 +260,18 @@ fn run(
     let mut ticker = clock::Ticker::new(interval);
     let mut analysis = Analysis::new(pipeline.analysis.clone());
     let mut missed = 0;
+    let mut times = pipeline.stage_times.take();
+    fn lap(times: &mut Option<stages::StageTimes>) {
+        if let Some(t) = times {
+            t.lap();
+        }
+    }
     while !stop.load(Ordering::SeqCst) {
+        if let Some(t) = &mut times {
+            t.start();
+        }
         let mut frame = sampler.tick();
+        lap(&mut times);
         if missed > 0 {
             frame.missed_ticks = missed;
             let secs = (missed as f64 + 1.0) * interval.as_secs_f64();
@@ -269,11 +282,22 @@ fn run(
             ));
         }
         pipeline.run(&mut frame);
+        lap(&mut times);
         analysis.apply(&mut frame);
+        lap(&mut times);
         let delivered = match pipeline.finish.as_mut() {
-            Some(finish) => finish(&mut frame),
+            Some(finish) => {
+                let taken = finish(&mut frame);
+                drop(frame);
+                taken
+            }
             None => q.push(frame, stop),
         };
+        lap(&mut times);
+        // A timing that cannot be written stops; sampling goes on.
+        if times.as_mut().is_some_and(|t| t.end().is_err()) {
+            times = None;
+        }
         if !delivered {
             return;
         }
@@ -390,6 +414,35 @@ mod tests {
         let seqs: Vec<u64> = seen.iter().map(|s| s.0).collect();
         assert_eq!(seqs, [0, 1, 2, 3, 4]);
         assert!(seen.iter().all(|s| s.1.as_deref() == Some("kitty-sampler")));
+    }
+
+    #[test]
+    fn stage_times_asked_for_give_a_line_for_each_tick_sampled() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("stages");
+        let mut p = Pipeline::new();
+        p.stage_times = Some(stages::StageTimes::to_file(&path).unwrap());
+        let mut n = 0;
+        p.finish_with(Box::new(move |_| {
+            n += 1;
+            n < 4
+        }));
+        let (mut engine, frames) = Engine::start(cfg(50), p, Delivery::Lossless);
+        let stop = AtomicBool::new(false);
+        let end = frames.drive(&stop, Some(Duration::from_secs(30)), |_| {
+            Ok::<_, ()>(ControlFlow::Continue(()))
+        });
+        engine.stop();
+        assert_eq!(end, Ok(End::SourceDied));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], stages::HEADER);
+        assert_eq!(lines.len(), 1 + 4, "{text}");
+        for l in &lines[1..] {
+            let ns: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            // A tick of the sampler reads /proc: never free.
+            assert!(ns.len() == 4 && ns[0] > 0, "{l}");
+        }
     }
 
     #[test]
