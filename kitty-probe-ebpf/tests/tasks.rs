@@ -2,6 +2,7 @@
 //! (this test's own: parked threads whose counters hold still while both
 //! read them, and the running test thread, whose counters only grow).
 mod support;
+use kitty_core::engine::stages::thread_cpu_ns;
 use kitty_core::sources::process::{read_process, Reuse};
 use kitty_core::sources::tasks::TaskCounters;
 use kitty_probe_ebpf::tasks::TaskIter;
@@ -13,17 +14,6 @@ fn status_field(tid: u32, key: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
         .unwrap()
-}
-
-/// The calling thread's CPU time.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[test]

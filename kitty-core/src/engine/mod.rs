@@ -260,18 +260,11 @@ fn run(
     let mut ticker = clock::Ticker::new(interval);
     let mut analysis = Analysis::new(pipeline.analysis.clone());
     let mut missed = 0;
-    let mut times = pipeline.stage_times.take();
-    fn lap(times: &mut Option<stages::StageTimes>) {
-        if let Some(t) = times {
-            t.lap();
-        }
-    }
+    let mut clock = stages::TickClock::new(pipeline.stage_times.take());
     while !stop.load(Ordering::SeqCst) {
-        if let Some(t) = &mut times {
-            t.start();
-        }
+        clock.start();
         let mut frame = sampler.tick();
-        lap(&mut times);
+        clock.lap();
         if missed > 0 {
             frame.missed_ticks = missed;
             let secs = (missed as f64 + 1.0) * interval.as_secs_f64();
@@ -282,9 +275,9 @@ fn run(
             ));
         }
         pipeline.run(&mut frame);
-        lap(&mut times);
+        clock.lap();
         analysis.apply(&mut frame);
-        lap(&mut times);
+        clock.lap();
         let delivered = match pipeline.finish.as_mut() {
             Some(finish) => {
                 let taken = finish(&mut frame);
@@ -293,11 +286,8 @@ fn run(
             }
             None => q.push(frame, stop),
         };
-        lap(&mut times);
-        // A timing that cannot be written stops; sampling goes on.
-        if times.as_mut().is_some_and(|t| t.end().is_err()) {
-            times = None;
-        }
+        clock.lap();
+        clock.end();
         if !delivered {
             return;
         }

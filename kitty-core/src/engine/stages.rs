@@ -62,8 +62,36 @@ impl StageTimes {
     }
 }
 
-/// CPU time this thread has used, ns (kernel time included).
-fn thread_cpu_ns() -> u64 {
+/// The engine's loop's view: stage times when asked, nothing when not. A
+/// timing that cannot be written stops; sampling goes on.
+pub(super) struct TickClock(Option<StageTimes>);
+
+impl TickClock {
+    pub fn new(times: Option<StageTimes>) -> Self {
+        TickClock(times)
+    }
+
+    pub fn start(&mut self) {
+        if let Some(t) = &mut self.0 {
+            t.start();
+        }
+    }
+
+    pub fn lap(&mut self) {
+        if let Some(t) = &mut self.0 {
+            t.lap();
+        }
+    }
+
+    pub fn end(&mut self) {
+        if self.0.as_mut().is_some_and(|t| t.end().is_err()) {
+            self.0 = None;
+        }
+    }
+}
+
+/// CPU time the calling thread has used, ns (kernel time included).
+pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -47,7 +47,7 @@ pub(super) fn build_rank(input: RankInput) -> RankFrame {
         let before = prev.and_then(|p| p.sockets.get(&raw.inode));
         // Its rates, and the RTT probe's median where the probe runs.
         let mut ssig = Signals::with_capacity(TcpDeltas::SIGNALS + 1);
-        if let (Some(info), Some(dt)) = (&raw.info, dt_s.filter(|_| prev.is_some())) {
+        if let (Some(_), Some(info), Some(dt)) = (prev, &raw.info, dt_s) {
             let was = before.and_then(|b| b.info.as_ref());
             let mut d = TcpDeltas::default();
             d.add(was, info);
