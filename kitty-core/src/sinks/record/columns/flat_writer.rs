@@ -399,7 +399,7 @@ pub(super) mod tests {
         let places = |f: &Flat| {
             f.leaves
                 .iter()
-                .map(|l| (l.lit.clone(), l.hist))
+                .map(|l| (l.lit(), l.hist))
                 .collect::<Vec<_>>()
         };
         prop_assert_eq!(places(&flat), places(&scanned));

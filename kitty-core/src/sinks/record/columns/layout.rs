@@ -30,7 +30,7 @@ impl Layout {
         self.column_ends.clear();
         self.column_ends.resize(order.len(), 0);
         for leaf in leaves {
-            self.column_ends[place[leaf.col] as usize] += 1;
+            self.column_ends[place[leaf.col()] as usize] += 1;
         }
         let mut end = 0;
         for n in self.column_ends.iter_mut() {
@@ -41,7 +41,7 @@ impl Layout {
         self.by_column.clear();
         self.by_column.resize(leaves.len(), 0);
         for (i, leaf) in leaves.iter().enumerate().rev() {
-            let p = place[leaf.col] as usize;
+            let p = place[leaf.col()] as usize;
             next[p] -= 1;
             self.by_column[next[p] as usize] = i as u32;
         }
@@ -71,8 +71,8 @@ impl Layout {
                     body.push(b',');
                 }
                 let (c, p) = (&cur[i as usize], &prev[i as usize]);
-                let before = &prev_json[p.lit.clone()];
-                kept &= write_token(&mut body, &json[c.lit.clone()], c.hist, Some(before));
+                let before = &prev_json[p.lit()];
+                kept &= write_token(&mut body, &json[c.lit()], c.hist, Some(before));
             }
             // A column whose every value is the one before is one token.
             if kept {
