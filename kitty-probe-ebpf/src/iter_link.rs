@@ -44,6 +44,8 @@ pub enum Target {
     /// The threads of one process (`iter/task`, Linux 6.1+: its pid as
     /// kitty's pid namespace numbers it; an older kernel refuses the link).
     Process(u32),
+    /// One task, by its thread id (Linux 6.1+).
+    Thread(u32),
 }
 
 /// A loaded iterator program's link.
@@ -66,6 +68,7 @@ impl IterLink {
         match target {
             Target::All => {}
             Target::Process(pid) => info[1] = pid,
+            Target::Thread(tid) => info[0] = tid,
         }
         if !matches!(target, Target::All) {
             attr[2] = info.as_ptr() as u64;

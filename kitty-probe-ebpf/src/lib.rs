@@ -10,6 +10,7 @@ pub mod events;
 pub mod flow;
 pub mod hist;
 mod iter_link;
+pub mod kfuncs;
 pub mod load;
 mod map_batch;
 mod mapped;

@@ -1,18 +1,24 @@
 //! The task iterator (`iter/task`, bpf/tasks.bpf.c): every watched thread's
-//! scheduler and CPU counters in one read per watched process per tick, for
-//! the sampler (it is a [`TaskCounters`], not an enricher: it replaces procfs
-//! reads instead of adding to a frame). The program is linked once per
-//! watched process (the kernel then visits only that process's threads); a
-//! kernel before 6.1, which links task iterators only to the whole node,
-//! gets one link that walks every task, the filter map picking the watched
-//! ones. Each read opens an iterator on a link and reads the rows
-//! ([`IterLink`]). A third program walks one watched process's open files
-//! (`iter/task_file`, linked per process only) for the sampler's fd
-//! inventory ([`TaskCounters::open_files`]).
+//! scheduler and CPU counters, for the sampler (it is a [`TaskCounters`],
+//! not an enricher: it replaces procfs reads instead of adding to a frame).
+//! On Linux 6.7+ one walk a tick reads every watched process
+//! (`kitty_tasks_walk`: each found by its pid, its threads by the
+//! open-coded task iterator; kfuncs, linked by [`crate::kfuncs`]), in
+//! ranges of processes whose rows fit the iterator's buffer; a process
+//! with more threads, or one not read before, on a link of its own. Before
+//! 6.7 the program is linked once per watched process (the kernel then
+//! visits only that process's threads); a kernel before 6.1, which links
+//! task iterators only to the whole node, gets one link that walks every
+//! task, the filter map picking the watched ones. Each read opens an
+//! iterator on a link and reads the rows ([`IterLink`]). Another program
+//! walks one watched process's open files (`iter/task_file`, linked per
+//! process only) for the sampler's fd inventory
+//! ([`TaskCounters::open_files`]).
 
 use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
 use crate::watched::WatchedSet;
+use aya::maps::{Array, MapData};
 use aya::programs::{Iter, ProgramFd};
 use aya::Ebpf;
 use kitty_core::sources::clock_ticks;
@@ -25,6 +31,26 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 const PROGRAM: &str = "kitty_tasks";
+/// Every watched process in one walk (Linux 6.7+: kfuncs).
+const WALK_PROGRAM: &str = "kitty_tasks_walk";
+/// The kfuncs `kitty_tasks_walk` calls, in its placeholders' order.
+const WALK_KFUNCS: [&str; 5] = [
+    "bpf_task_from_pid",
+    "bpf_task_release",
+    "bpf_iter_task_new",
+    "bpf_iter_task_next",
+    "bpf_iter_task_destroy",
+];
+/// Rows one walk may give: the kernel's iterator buffer is 32 KB (190
+/// rows of 168 bytes) for all of a read's rows, so a walk's processes are
+/// chosen by their threads at the last tick, with room for 30 new ones.
+const WALK_ROWS: usize = 160;
+/// The processes a walk can list (`WALK_MAX` in bpf/tasks.bpf.c).
+const WALK_MAX: usize = 1024;
+/// The inode of the kernel's first pid namespace (`PROC_PID_INIT_INO`):
+/// the walk finds processes by their pid there, as kitty sees them only
+/// when it runs in it.
+const INIT_PID_NS: &str = "pid:[4026531836]";
 /// Every thread's CPU time, for the neighbours scan.
 const NODE_PROGRAM: &str = "kitty_node_cpu";
 
@@ -204,6 +230,9 @@ pub struct TaskIter {
     _ebpf: Ebpf,
     prog: ProgramFd,
     walk: Walk,
+    /// Why the watched processes are not walked in one walk, where that
+    /// was tried.
+    not_together: Option<String>,
     /// `kitty_node_cpu` over every task, or why it did not load.
     node: Result<IterLink, String>,
     /// `kitty_task_files`, linked per watched process when first walked,
@@ -289,6 +318,15 @@ fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
     inv.deduped()
 }
 
+/// Which walk a [`TaskIter`] is started for: the best this kernel has, or
+/// one made to compare with it.
+#[derive(Clone, Copy, PartialEq)]
+enum How {
+    Together,
+    PerProcess,
+    Node,
+}
+
 /// How a read reaches the watched threads.
 enum Walk {
     /// One link per watched process, made when it is first read: a walk
@@ -298,6 +336,138 @@ enum Walk {
     PerProcess(BTreeMap<u32, IterLink>),
     /// One link over every task of the node (kernels before 6.1).
     Node(IterLink),
+    /// Every watched process in one walk, a link per process for those
+    /// it cannot take (Linux 6.7+).
+    Together(Box<Together>),
+}
+
+/// `kitty_tasks_walk`, linked to kitty's own main thread, and what it is
+/// told to walk: `walk_tgids[from..to]`.
+struct Together {
+    link: IterLink,
+    tgids: Array<MapData, u32>,
+    range: Array<MapData, u64>,
+    /// What `walk_tgids` holds, and the range set last.
+    listed: Vec<u32>,
+    range_set: Option<(u32, u32)>,
+    /// Each process's rows at the last tick: a process is walked with
+    /// others once its rows are known and few enough.
+    rows_of: BTreeMap<u32, usize>,
+    /// Links of the processes walked on their own: new ones (their
+    /// threads not known yet), large ones, and a walk's that failed.
+    alone: BTreeMap<u32, IterLink>,
+    /// The last read's walks of ranges, and of processes on their own
+    /// (for the tests).
+    last_walks: (usize, usize),
+}
+
+/// What a tick reads, in the processes' order: a range of `walk_tgids`
+/// in one walk, or a process on its own link.
+enum Step {
+    Range(u32, u32),
+    Alone(u32),
+}
+
+impl Together {
+    /// Loads and links the walk (kfunc calls linked to this kernel's
+    /// functions), and walks kitty itself once: any step a kernel cannot
+    /// take is found here.
+    fn start(ebpf: &mut Ebpf, btf: &aya::Btf) -> Result<Together, ProbeError> {
+        let ns = std::fs::read_link("/proc/self/ns/pid").unwrap_or_default();
+        if ns.as_os_str() != INIT_PID_NS {
+            return Err(ProbeError::Kernel(
+                "kitty is not in the first pid namespace (the walk finds processes by their pid there)"
+                    .into(),
+            ));
+        }
+        let p: &mut Iter = load::program(ebpf, WALK_PROGRAM)?;
+        p.load("task", btf)
+            .map_err(|e| load::reason(&e).at("iter/task (one walk)"))?;
+        let prog = p.fd().map_err(|e| load::reason(&e))?;
+        let link = IterLink::new(prog.as_fd(), Target::Thread(std::process::id()))?;
+        let mut t = Together {
+            link,
+            tgids: load::take_map(ebpf, "walk_tgids")?,
+            range: load::take_map(ebpf, "walk_range")?,
+            listed: Vec::new(),
+            range_set: None,
+            rows_of: BTreeMap::new(),
+            alone: BTreeMap::new(),
+            last_walks: (0, 0),
+        };
+        let me = std::process::id();
+        t.list(&[me])?;
+        t.set_range(0, 1)?;
+        let rows = t.link.read_marked(ROW)?;
+        if !rows.into_iter().any(|b| u32_at(b, 4) == me) {
+            return Err(ProbeError::Kernel(
+                "the walk gave none of kitty's own threads".into(),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// `walk_tgids` made `tgids` (only the places that changed).
+    fn list(&mut self, tgids: &[u32]) -> Result<(), ProbeError> {
+        let kernel = |e: aya::maps::MapError| ProbeError::Kernel(format!("walk_tgids: {e}"));
+        for (i, &g) in tgids.iter().enumerate() {
+            if self.listed.get(i) != Some(&g) {
+                self.tgids.set(i as u32, g, 0).map_err(kernel)?;
+            }
+        }
+        self.listed.clear();
+        self.listed.extend_from_slice(tgids);
+        Ok(())
+    }
+
+    fn set_range(&mut self, from: u32, to: u32) -> Result<(), ProbeError> {
+        if self.range_set != Some((from, to)) {
+            self.range_set = None;
+            self.range
+                .set(0, from as u64 | (to as u64) << 32, 0)
+                .map_err(|e| ProbeError::Kernel(format!("walk_range: {e}")))?;
+            self.range_set = Some((from, to));
+        }
+        Ok(())
+    }
+
+    /// This tick's steps: the processes whose rows are known and few
+    /// walked together, in ranges of at most [`WALK_ROWS`] rows; the
+    /// others each on its own link. In `tgids`' order.
+    fn plan(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<Step>, ProbeError> {
+        self.rows_of.retain(|t, _| tgids.contains(t));
+        self.alone.retain(|t, _| tgids.contains(t));
+        let together: Vec<u32> = tgids
+            .iter()
+            .copied()
+            .filter(|t| self.rows_of.get(t).is_some_and(|n| *n <= WALK_ROWS))
+            .take(WALK_MAX)
+            .collect();
+        self.list(&together)?;
+        let mut steps = Vec::new();
+        let (mut at, mut from, mut rows) = (0u32, 0u32, 0usize);
+        for &tgid in tgids {
+            if together.get(at as usize) == Some(&tgid) {
+                let n = self.rows_of[&tgid];
+                if rows + n > WALK_ROWS && at > from {
+                    steps.push(Step::Range(from, at));
+                    (from, rows) = (at, 0);
+                }
+                rows += n;
+                at += 1;
+            } else {
+                if at > from {
+                    steps.push(Step::Range(from, at));
+                    (from, rows) = (at, 0);
+                }
+                steps.push(Step::Alone(tgid));
+            }
+        }
+        if at > from {
+            steps.push(Step::Range(from, at));
+        }
+        Ok(steps)
+    }
 }
 
 impl TaskIter {
@@ -305,19 +475,41 @@ impl TaskIter {
     /// watched process where the kernel can (Linux 6.1+), else over every
     /// task.
     pub fn start() -> Result<TaskIter, ProbeError> {
-        Self::start_walking(true)
+        Self::start_walking(How::Together)
+    }
+
+    /// As [`TaskIter::start`], a link per watched process whatever the
+    /// kernel can do: what a kernel before 6.7 gets (the tests compare
+    /// the walks).
+    pub fn start_per_process() -> Result<TaskIter, ProbeError> {
+        Self::start_walking(How::PerProcess)
     }
 
     /// As [`TaskIter::start`], walking every task of the node whatever the
     /// kernel can do: what a kernel before 6.1 gets (the tests compare the
     /// two walks).
     pub fn start_node_wide() -> Result<TaskIter, ProbeError> {
-        Self::start_walking(false)
+        Self::start_walking(How::Node)
     }
 
-    fn start_walking(per_process: bool) -> Result<TaskIter, ProbeError> {
-        let mut ebpf = load::load_object(objects::TASKS, &[])?;
+    fn start_walking(how: How) -> Result<TaskIter, ProbeError> {
+        let per_process = how != How::Node;
         let btf = load::kernel_btf()?;
+        // The walk's kfunc calls linked to this kernel's functions, if it
+        // has them; else the object as it is (the walk then fails to load
+        // and the links per process serve).
+        let linked =
+            (how == How::Together).then(|| crate::kfuncs::link(objects::TASKS, &WALK_KFUNCS, &btf));
+        let mut not_together = None;
+        let object = match &linked {
+            Some(Ok((object, _))) => object.bytes(),
+            Some(Err(e)) => {
+                not_together = Some(e.to_string());
+                objects::TASKS
+            }
+            None => objects::TASKS,
+        };
+        let mut ebpf = load::load_object(object, &[])?;
         let p: &mut Iter = load::program(&mut ebpf, PROGRAM)?;
         p.load("task", &btf)
             .map_err(|e| load::reason(&e).at("iter/task"))?;
@@ -335,7 +527,18 @@ impl TaskIter {
         let walk = match own {
             Some(mut own) => {
                 let _rows = own.read_marked(ROW).map_err(|e| e.at("iter/task"))?;
-                Walk::PerProcess(BTreeMap::new())
+                let together = match (how, &not_together) {
+                    (How::Together, None) => Some(Together::start(&mut ebpf, &btf)),
+                    _ => None,
+                };
+                match together {
+                    Some(Ok(t)) => Walk::Together(Box::new(t)),
+                    Some(Err(e)) => {
+                        not_together = Some(e.to_string());
+                        Walk::PerProcess(BTreeMap::new())
+                    }
+                    None => Walk::PerProcess(BTreeMap::new()),
+                }
             }
             None => {
                 let mut all =
@@ -354,12 +557,14 @@ impl TaskIter {
                 IterLink::new(fd.as_fd(), Target::All)
             })
             .map_err(|e| e.to_string());
-        let files = FileWalk::start(&mut ebpf, &btf, matches!(walk, Walk::PerProcess(_)));
+        let linked_per_process = matches!(walk, Walk::PerProcess(_) | Walk::Together(_));
+        let files = FileWalk::start(&mut ebpf, &btf, linked_per_process);
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         Ok(TaskIter {
             _ebpf: ebpf,
             prog,
             walk,
+            not_together: not_together.filter(|_| how == How::Together),
             node,
             files,
             watched,
@@ -387,11 +592,31 @@ impl TaskIter {
         self.files.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
+    /// The last read's walks of several processes at once and of one
+    /// process on its own link; None unless they are walked at once.
+    #[doc(hidden)]
+    pub fn last_walks(&self) -> Option<(usize, usize)> {
+        match &self.walk {
+            Walk::Together(t) => Some(t.last_walks),
+            _ => None,
+        }
+    }
+
+    /// [`TaskIter::walk_name`], and why the watched processes are not
+    /// walked at once where that was tried.
+    pub fn walk_said(&self) -> String {
+        match &self.not_together {
+            Some(why) => format!("{} (not in one walk: {why})", self.walk_name()),
+            None => self.walk_name().to_string(),
+        }
+    }
+
     /// How the threads are walked: per process, or over every task.
     pub fn walk_name(&self) -> &'static str {
         match self.walk {
             Walk::PerProcess(_) => "iter/task per process",
             Walk::Node(_) => "iter/task over every task",
+            Walk::Together(_) => "one iter/task walk of every watched process (kfuncs)",
         }
     }
 
@@ -418,27 +643,86 @@ impl TaskIter {
             Walk::PerProcess(links) => {
                 links.retain(|tgid, _| tgids.contains(tgid));
                 for &tgid in tgids {
-                    let link = match links.entry(tgid) {
-                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                        std::collections::btree_map::Entry::Vacant(v) => {
-                            // A process gone since discovery (ESRCH) has no rows.
-                            match IterLink::new(self.prog.as_fd(), Target::Process(tgid)) {
-                                Ok(link) => v.insert(link),
-                                Err(_) => continue,
+                    walk_alone(links, &self.prog, tgid, &mut take)?;
+                }
+            }
+            Walk::Together(t) => {
+                let steps = t.plan(tgids)?;
+                t.last_walks = (0, 0);
+                for step in steps {
+                    match step {
+                        Step::Range(from, to) => {
+                            let (f, e) = (from as usize, to as usize);
+                            // Counted afresh: a gone one counts 0.
+                            for g in &t.listed[f..e] {
+                                t.rows_of.insert(*g, 0);
+                            }
+                            let walked = t.set_range(from, to).and_then(|()| {
+                                for b in t.link.read_marked(ROW)? {
+                                    *t.rows_of.entry(u32_at(b, 4)).or_default() += 1;
+                                    take(b);
+                                }
+                                Ok(())
+                            });
+                            t.last_walks.0 += 1;
+                            if walked.is_err() {
+                                // More rows than the iterator's buffer
+                                // holds (threads started since the last
+                                // tick), or a failed read: these
+                                // processes on their own links. (A
+                                // failed read gave no rows: the kernel
+                                // keeps a walk's rows only when all fit.)
+                                for &g in &t.listed[f..e] {
+                                    t.rows_of.remove(&g);
+                                    t.last_walks.1 += 1;
+                                    let rows_of = &mut t.rows_of;
+                                    walk_alone(&mut t.alone, &self.prog, g, &mut |b| {
+                                        *rows_of.entry(u32_at(b, 4)).or_default() += 1;
+                                        take(b);
+                                    })?;
+                                }
                             }
                         }
-                    };
-                    // Only its own: a kernel that ignored the link's target
-                    // would walk every task (the filter map holds every
-                    // watched tgid).
-                    link.read_marked(ROW)?
-                        .filter(|b| u32_at(b, 4) == tgid)
-                        .for_each(&mut take);
+                        Step::Alone(g) => {
+                            t.last_walks.1 += 1;
+                            let rows_of = &mut t.rows_of;
+                            rows_of.insert(g, 0);
+                            walk_alone(&mut t.alone, &self.prog, g, &mut |b| {
+                                *rows_of.entry(u32_at(b, 4)).or_default() += 1;
+                                take(b);
+                            })?;
+                        }
+                    }
                 }
             }
         }
         Ok(rows)
     }
+}
+
+/// One process's rows from its own link (made on first use).
+fn walk_alone(
+    links: &mut BTreeMap<u32, IterLink>,
+    prog: &ProgramFd,
+    tgid: u32,
+    each: &mut dyn FnMut(&[u8]),
+) -> Result<(), ProbeError> {
+    let link = match links.entry(tgid) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(v) => {
+            // A process gone since discovery (ESRCH) has no rows.
+            match IterLink::new(prog.as_fd(), Target::Process(tgid)) {
+                Ok(link) => v.insert(link),
+                Err(_) => return Ok(()),
+            }
+        }
+    };
+    // Only its own: a kernel that ignored the link's target would walk
+    // every task (the filter map holds every watched tgid).
+    link.read_marked(ROW)?
+        .filter(|b| u32_at(b, 4) == tgid)
+        .for_each(each);
+    Ok(())
 }
 
 /// The threads' names of the last walk, in its order, and this walk's as
@@ -497,7 +781,7 @@ fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Ve
 
 impl TaskCounters for TaskIter {
     fn strategy(&self) -> String {
-        let walk = self.walk_name();
+        let walk = self.walk_said();
         match &self.files {
             Ok(_) => format!("{walk}, open files by iter/task_file"),
             Err(why) => format!("{walk}, open files from /proc ({why})"),

@@ -74,8 +74,11 @@ fn iterator_and_procfs_agree_on_a_live_process() {
     let mut it = TaskIter::start().expect("the task iterator loads here");
     assert_eq!(
         it.strategy(),
-        "iter/task per process, open files by iter/task_file"
+        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file"
     );
+    // The first read walks the process on its own link (its threads not
+    // known yet); this second one in the one walk of every process.
+    let _ = it.read(&[own].into_iter().collect()).unwrap();
     let rows = it.read(&[own].into_iter().collect()).unwrap();
     let procfs = read_process(Path::new("/proc/self"), 4096, Reuse::default()).unwrap();
 
@@ -332,11 +335,17 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(100));
-    let mut per_process = TaskIter::start().expect("the task iterator loads here");
+    let mut per_process = TaskIter::start_per_process().expect("the task iterator loads here");
     let mut node_wide = TaskIter::start_node_wide().expect("the task iterator loads here");
+    let mut together = TaskIter::start().expect("the task iterator loads here");
     assert_eq!(
         per_process.strategy(),
         "iter/task per process, open files by iter/task_file"
+    );
+    // Linux 6.7+ (CI's kernel: 6.18) walks every watched process at once.
+    assert_eq!(
+        together.strategy(),
+        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file"
     );
     // Open files are walked per process only (over the node, every file).
     assert_eq!(
@@ -362,6 +371,10 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
     assert_eq!(a.len(), 3, "one thread per sleeper: {a:?}");
     assert_eq!(a, b, "the same rows, the same counters");
     assert!(a.iter().all(|r| &*r.2 == "sleep"));
+    // The first read walks each new process on its own link (its threads
+    // not known yet); the second walks them all at once.
+    assert_eq!(key(together.read(&watched).unwrap()), a);
+    assert_eq!(key(together.read(&watched).unwrap()), a);
 
     // One sleeper exits and is reaped while still watched.
     let gone = kids.remove(1);
@@ -372,11 +385,106 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
     let a = key(per_process.read(&watched).unwrap());
     let b = key(node_wide.read(&watched).unwrap());
     assert_eq!(a, b);
+    assert_eq!(key(together.read(&watched).unwrap()), a);
     assert_eq!(a.len(), 2);
     assert!(a.iter().all(|r| r.0 != gone_pid));
     watched.remove(&gone_pid);
     assert_eq!(key(per_process.read(&watched).unwrap()).len(), 2);
     for mut k in kids {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
+}
+
+/// A process of `n` threads that starts `more` when a line comes on its
+/// stdin (python3, as CI has).
+fn threads(n: usize, more: usize) -> std::process::Child {
+    let script = "import sys, threading, time\n\
+def idle():\n    time.sleep(120)\n\
+def start(k):\n    [threading.Thread(target=idle, daemon=True).start() for _ in range(k)]\n\
+start(int(sys.argv[1]) - 1)\n\
+sys.stdin.readline()\n\
+start(int(sys.argv[2]))\n\
+time.sleep(120)\n";
+    std::process::Command::new("python3")
+        .args(["-c", script, &n.to_string(), &more.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs")
+}
+
+/// The thread ids /proc lists for `pid`, once it has `n` (waits up to 10 s).
+fn tids_of(pid: u32, n: usize) -> std::collections::BTreeSet<u32> {
+    let list = || -> std::collections::BTreeSet<u32> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for _ in 0..200 {
+        if list().len() >= n {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let tids = list();
+    assert_eq!(tids.len(), n, "{pid} has its threads");
+    tids
+}
+
+/// Many threads: the processes the iterator's buffer can hold walked
+/// together in ranges (two of 120 threads: two walks), one too large for
+/// a walk (250 threads) on its own link; one that grows past what a walk
+/// holds since the last tick on its own link at once; every thread of
+/// each, every read.
+#[test]
+fn many_threads_are_walked_in_ranges_and_a_large_process_alone() {
+    if !support::can_load_bpf() {
+        return;
+    }
+    let mut kids = [
+        threads(120, 0),
+        threads(120, 0),
+        threads(250, 0),
+        threads(60, 150),
+    ];
+    let sizes = [120, 120, 250, 60];
+    let pids: Vec<u32> = kids.iter().map(|k| k.id()).collect();
+    let mut it = TaskIter::start().expect("the task iterator loads here");
+    let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    let check = |it: &mut TaskIter, sizes: &[usize]| {
+        let rows = it.read(&watched).unwrap();
+        for (pid, n) in pids.iter().zip(sizes) {
+            let got: std::collections::BTreeSet<u32> = rows
+                .iter()
+                .filter(|r| r.tgid == *pid)
+                .map(|r| r.tid)
+                .collect();
+            assert_eq!(got, tids_of(*pid, *n), "every thread of {pid}");
+        }
+        assert_eq!(rows.len(), sizes.iter().sum::<usize>(), "no thread twice");
+    };
+    for (pid, n) in pids.iter().zip(&sizes) {
+        tids_of(*pid, *n);
+    }
+    // First each on its own link (threads not known), then the 120s in
+    // two walks, the 250 alone, the 60 in a walk of its own after them.
+    check(&mut it, &sizes);
+    assert_eq!(it.last_walks(), Some((0, 4)));
+    check(&mut it, &sizes);
+    assert_eq!(it.last_walks(), Some((3, 1)));
+    // The 60 starts 150 more: its walk no longer fits the buffer, and it
+    // is read on its own link in the same tick.
+    std::io::Write::write_all(kids[3].stdin.as_mut().unwrap(), b"go\n").unwrap();
+    let grown = [120, 120, 250, 210];
+    tids_of(pids[3], 210);
+    check(&mut it, &grown);
+    assert_eq!(it.last_walks(), Some((3, 2)));
+    check(&mut it, &grown);
+    assert_eq!(it.last_walks(), Some((2, 2)));
+    for k in &mut kids {
         let _ = k.kill();
         let _ = k.wait();
     }

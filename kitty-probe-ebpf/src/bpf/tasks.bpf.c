@@ -153,11 +153,44 @@ static __always_inline u64 bits_set(u64 w)
 	return (w * 0x0101010101010101ULL) >> 56;
 }
 
+/* Where a count of a process's open fds is: its bitmap, its words and
+ * the count so far. */
+struct fd_count {
+	unsigned long *open;
+	u32 words;
+	bool failed;
+	u64 n;
+};
+
+/* One chunk of the bitmap (a bpf_loop step: a loop the verifier walks
+ * once, where a bounded loop is walked for every chunk, again for every
+ * thread of the one walk of every process, past its limit). */
+static long count_chunk(u64 i, struct fd_count *c)
+{
+	u32 at = (u32)i * FD_CHUNK, words = c->words;
+	/* Bounds the verifier can follow (the count was checked before). */
+	if (words > FD_WORDS_MAX || at >= words)
+		return 1;
+	u64 chunk[FD_CHUNK] = {};
+	u32 take = words - at < FD_CHUNK ? words - at : FD_CHUNK;
+	if (bpf_probe_read_kernel(chunk, take * sizeof(u64), c->open + at)) {
+		c->failed = true;
+		return 1;
+	}
+	for (int k = 0; k < FD_CHUNK; k++)
+		c->n += bits_set(chunk[k]);
+	return 0;
+}
+
 /* The process's open fds: the set bits of its fd table's open bitmap (as
  * the kernel counts them for stat(/proc/<pid>/fd)); false when there is no
  * table (exiting) or it is larger than FD_WORDS_MAX words. max_fds is a
- * multiple of BITS_PER_LONG, so every bitmap word is the table's. */
-static __always_inline bool count_open_fds(struct task_struct___tasks *t, u64 *count)
+ * multiple of BITS_PER_LONG, so every bitmap word is the table's.
+ * `stepped`: the chunks counted by bpf_loop (Linux 5.17+; the one walk of
+ * every process needs it), else by a bounded loop (the linked walks, which
+ * older kernels run). */
+static __always_inline bool count_open_fds(struct task_struct___tasks *t, u64 *count,
+					   bool stepped)
 {
 	struct files_struct___tasks *files = t->files;
 	if (!files)
@@ -165,22 +198,19 @@ static __always_inline bool count_open_fds(struct task_struct___tasks *t, u64 *c
 	struct fdtable___tasks *fdt = files->fdt;
 	if (!fdt)
 		return false;
-	u32 words = fdt->max_fds / 64;
-	unsigned long *open = fdt->open_fds;
-	if (words > FD_WORDS_MAX || !open)
+	struct fd_count c = { .open = fdt->open_fds, .words = fdt->max_fds / 64 };
+	if (c.words > FD_WORDS_MAX || !c.open)
 		return false;
-	u64 n = 0;
-	for (u32 at = 0; at < FD_WORDS_MAX; at += FD_CHUNK) {
-		if (at >= words)
-			break;
-		u64 chunk[FD_CHUNK] = {};
-		u32 take = words - at < FD_CHUNK ? words - at : FD_CHUNK;
-		if (bpf_probe_read_kernel(chunk, take * sizeof(u64), open + at))
-			return false;
-		for (int i = 0; i < FD_CHUNK; i++)
-			n += bits_set(chunk[i]);
+	if (stepped) {
+		bpf_loop(FD_WORDS_MAX / FD_CHUNK, count_chunk, &c, 0);
+	} else {
+		for (u32 i = 0; i < FD_WORDS_MAX / FD_CHUNK; i++)
+			if (count_chunk(i, &c))
+				break;
 	}
-	*count = n;
+	if (c.failed)
+		return false;
+	*count = c.n;
 	return true;
 }
 
@@ -225,7 +255,8 @@ static __always_inline bool is_watched(u32 tgid)
 /* What the whole process keeps, on its leader's row: the CPU time and I/O
  * of its exited threads, its RSS, where it is, its open fds and the CPUs
  * it may run on. */
-static __always_inline void process_part(struct task_struct___tasks *t, struct row *r)
+static __always_inline void process_part(struct task_struct___tasks *t, struct row *r,
+					 bool stepped)
 {
 	if (bpf_core_field_exists(t->ioac)) {
 		r->dead_read_bytes = t->signal->ioac.read_bytes;
@@ -242,11 +273,50 @@ static __always_inline void process_part(struct task_struct___tasks *t, struct r
 	/* Untrusted pointers: a NULL one (an exiting task's nsproxy) reads 0. */
 	r->css_set = (u64)t->cgroups;
 	r->netns = t->nsproxy->net_ns->ns.inum;
-	if (count_open_fds(t, &r->open_fds))
+	if (count_open_fds(t, &r->open_fds, stepped))
 		r->known |= KNOWN_FDS;
 	if (cpus_fingerprint(t, &r->cpus_sig))
 		r->known |= KNOWN_CPUS;
 	r->known |= KNOWN_PROCESS;
+}
+
+/* One thread's row (`stepped`: see count_open_fds). */
+static __always_inline void fill_row(struct task_struct___tasks *t, u32 tgid, struct row *r,
+				     bool stepped)
+{
+	r->tid = t->pid;
+	r->tgid = tgid;
+	r->run_delay_ns = t->sched_info.run_delay;
+	r->run_count = t->sched_info.pcount;
+	r->exec_ns = t->se.sum_exec_runtime;
+	r->nr_migrations = t->se.nr_migrations;
+	r->nvcsw = t->nvcsw;
+	r->nivcsw = t->nivcsw;
+	r->state = t->__state;
+	r->exit_state = t->exit_state;
+	r->leader_start_ns = t->group_leader->start_boottime;
+	/* The name in two loads, not a helper's fault-safe copy (~4 % of a
+	 * tick of 1,200 threads). */
+	const u64 *name = (const u64 *)t->comm;
+	u64 *into = (u64 *)r->comm;
+	into[0] = name[0];
+	into[1] = name[1];
+	if (bpf_core_field_exists(t->ioac)) {
+		r->read_bytes = t->ioac.read_bytes;
+		r->write_bytes = t->ioac.write_bytes;
+		r->known |= KNOWN_IO;
+	}
+	if (r->tid == tgid)
+		process_part(t, r, stepped);
+}
+
+/* The end of a walk (the kernel calls once more, without a task): a row
+ * of zeros, tid 0, which no task has, tells the reader it holds every
+ * row, without another read() that only finds the end. */
+static __always_inline void end_row(struct seq_file *seq)
+{
+	struct row end = {};
+	bpf_seq_write(seq, &end, sizeof(end));
 }
 
 SEC("iter/task")
@@ -255,12 +325,7 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct___tasks *t = (void *)ctx->task;
 	if (!t) {
-		/* The end of the walk (the kernel calls once more, without a
-		 * task): a row of zeros, tid 0, which no task has, tells the
-		 * reader it holds every row, without another read() (one per
-		 * process per tick) that only finds the end. */
-		struct row end = {};
-		bpf_seq_write(seq, &end, sizeof(end));
+		end_row(seq);
 		u32 *last = last_watched_slot();
 		if (last)
 			*last = 0;
@@ -269,33 +334,140 @@ int kitty_tasks(struct bpf_iter__task *ctx)
 	u32 tgid = t->tgid;
 	if (!is_watched(tgid))
 		return 0;
-	struct row r = {
-		.tid = t->pid,
-		.tgid = tgid,
-		.run_delay_ns = t->sched_info.run_delay,
-		.run_count = t->sched_info.pcount,
-		.exec_ns = t->se.sum_exec_runtime,
-		.nr_migrations = t->se.nr_migrations,
-		.nvcsw = t->nvcsw,
-		.nivcsw = t->nivcsw,
-		.state = t->__state,
-		.exit_state = t->exit_state,
-		.leader_start_ns = t->group_leader->start_boottime,
-	};
-	/* The name in two loads, not a helper's fault-safe copy (~4 % of a
-	 * tick of 1,200 threads). */
-	const u64 *name = (const u64 *)t->comm;
-	u64 *into = (u64 *)r.comm;
-	into[0] = name[0];
-	into[1] = name[1];
-	if (bpf_core_field_exists(t->ioac)) {
-		r.read_bytes = t->ioac.read_bytes;
-		r.write_bytes = t->ioac.write_bytes;
-		r.known |= KNOWN_IO;
-	}
-	if (r.tid == tgid)
-		process_part(t, &r);
+	struct row r = {};
+	fill_row(t, tgid, &r, false);
 	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}
+
+/* Every watched process in one walk (Linux 6.7+): linked to one task
+ * (kitty's own main thread), the program visits that one task and, from
+ * it, each process of `walk_tgids[from..to]`: found by its pid
+ * (bpf_task_from_pid), its threads walked by the open-coded task iterator
+ * (bpf_iter_task_*). One iterator file a tick where a link per process
+ * made, read and closed one per process; and no thread is looked up by
+ * its pid again, as the kernel's linked walk does for each (a quarter of
+ * a tick among 1,200 threads). A read's rows must fit the kernel's
+ * iterator buffer (32 KB, ~190 rows): the user side hands each walk a
+ * range of processes whose threads fit, and walks a larger one on its
+ * own link. */
+#define WALK_MAX 1024
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WALK_MAX);
+	__type(key, u32);
+	__type(value, u32);
+} walk_tgids SEC(".maps");
+
+struct walk_range { u32 from; u32 to; };
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk_range);
+} walk_range SEC(".maps");
+
+/* Kernel functions (kfuncs) called by an id the loader writes in: this
+ * program's loader (aya) cannot link an `extern __ksym` call, so each call
+ * is the instruction itself (BPF_CALL, src_reg BPF_PSEUDO_KFUNC_CALL) with
+ * a placeholder id, which kitty replaces with the function's id in the
+ * kernel's BTF before the object is loaded (tasks.rs, `KFUNCS`; same
+ * order). A kernel without them refuses this program only. */
+#define KFUNC_CALL(n) ".8byte 0x7fff000" #n "00002085"
+#define CLOBBERS "r0", "r1", "r2", "r3", "r4", "r5", "memory"
+
+static __always_inline struct task_struct___tasks *task_from_pid(u64 pid)
+{
+	struct task_struct___tasks *t;
+	asm volatile("r1 = %[pid]\n\t" KFUNC_CALL(1) "\n\t%[t] = r0"
+		     : [t] "=r"(t) : [pid] "r"(pid) : CLOBBERS);
+	return t;
+}
+
+static __always_inline void task_release(void *t)
+{
+	asm volatile("r1 = %[t]\n\t" KFUNC_CALL(2) :: [t] "r"(t) : CLOBBERS);
+}
+
+/* struct bpf_iter_task, opaque. */
+struct threads { u64 opaque[3]; };
+#define BPF_TASK_ITER_PROC_THREADS 2
+
+static __always_inline void threads_new(struct threads *it, void *task)
+{
+	asm volatile("r1 = %[it]\n\tr2 = %[t]\n\tr3 = %[f]\n\t" KFUNC_CALL(3)
+		     :: [it] "r"(it), [t] "r"(task), [f] "r"((u64)BPF_TASK_ITER_PROC_THREADS)
+		     : CLOBBERS);
+}
+
+static __always_inline struct task_struct___tasks *threads_next(struct threads *it)
+{
+	struct task_struct___tasks *t;
+	asm volatile("r1 = %[it]\n\t" KFUNC_CALL(4) "\n\t%[t] = r0"
+		     : [t] "=r"(t) : [it] "r"(it) : CLOBBERS);
+	return t;
+}
+
+static __always_inline void threads_destroy(struct threads *it)
+{
+	asm volatile("r1 = %[it]\n\t" KFUNC_CALL(5) :: [it] "r"(it) : CLOBBERS);
+}
+
+/* The row being written, off the stack: the walk runs three calls deep
+ * (the walk, a process, a chunk of its fd bitmap), whose frames together
+ * may hold 512 bytes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct row);
+} walk_row SEC(".maps");
+
+struct walk { struct seq_file *seq; u32 from; };
+
+/* One process of the range: its threads' rows. */
+static long walk_process(u64 i, struct walk *w)
+{
+	u32 at = w->from + (u32)i;
+	u32 *tgid = bpf_map_lookup_elem(&walk_tgids, &at);
+	if (!tgid)
+		return 1;
+	struct task_struct___tasks *p = task_from_pid(*tgid);
+	if (!p)
+		return 0; /* gone: no rows, as the linked walk gives */
+	u32 zero = 0;
+	struct row *r = bpf_map_lookup_elem(&walk_row, &zero);
+	if (!r) {
+		task_release(p);
+		return 1;
+	}
+	struct threads it;
+	threads_new(&it, p);
+	struct task_struct___tasks *t;
+	while ((t = threads_next(&it))) {
+		__builtin_memset(r, 0, sizeof(*r));
+		fill_row(t, t->tgid, r, true);
+		bpf_seq_write(w->seq, r, sizeof(*r));
+	}
+	threads_destroy(&it);
+	task_release(p);
+	return 0;
+}
+
+SEC("iter/task")
+int kitty_tasks_walk(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	if (!ctx->task) {
+		end_row(seq);
+		return 0;
+	}
+	u32 zero = 0;
+	struct walk_range *range = bpf_map_lookup_elem(&walk_range, &zero);
+	if (!range || range->to <= range->from || range->to > WALK_MAX)
+		return 0;
+	struct walk w = { .seq = seq, .from = range->from };
+	bpf_loop(range->to - range->from, walk_process, &w, 0);
 	return 0;
 }
 

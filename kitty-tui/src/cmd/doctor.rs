@@ -63,7 +63,7 @@ fn task_iter(off: bool) -> Result<String, String> {
                 Ok(()) => "open fds from one walk of each rank's files (iter/task_file)".to_string(),
                 Err(why) => format!("open fds from /proc/<pid>/fd ({why})"),
             };
-            Ok((it.read(&own)?, it.walk_name(), files, neighbours))
+            Ok((it.read(&own)?, it.walk_said(), files, neighbours))
         })
         .map(|(rows, how, files, neighbours)| {
             format!(
