@@ -431,6 +431,73 @@ impl Together {
         Ok(())
     }
 
+    /// This tick's rows into `take`: each range in one walk (a range whose
+    /// walk fails, process by process on their own links), the others on
+    /// their links; each process's rows counted for the next tick's plan.
+    fn read(
+        &mut self,
+        tgids: &BTreeSet<u32>,
+        prog: &ProgramFd,
+        take: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ProbeError> {
+        let steps = self.plan(tgids)?;
+        self.last_walks = (0, 0);
+        for step in steps {
+            match step {
+                Step::Range(from, to) => {
+                    self.last_walks.0 += 1;
+                    if self.walk_range(from, to, take).is_err() {
+                        // More rows than the iterator's buffer holds
+                        // (threads started since the last tick), or a
+                        // failed read, which gave no rows (the kernel keeps
+                        // a walk's rows only when all fit).
+                        for at in from..to {
+                            let tgid = self.listed[at as usize];
+                            self.alone(prog, tgid, take)?;
+                        }
+                    }
+                }
+                Step::Alone(tgid) => self.alone(prog, tgid, take)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// `walk_tgids[from..to]` in one walk, their rows counted afresh (a
+    /// gone process counts 0).
+    fn walk_range(
+        &mut self,
+        from: u32,
+        to: u32,
+        take: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ProbeError> {
+        for tgid in &self.listed[from as usize..to as usize] {
+            self.rows_of.insert(*tgid, 0);
+        }
+        self.set_range(from, to)?;
+        for b in self.link.read_marked(ROW)? {
+            *self.rows_of.entry(u32_at(b, 4)).or_default() += 1;
+            take(b);
+        }
+        Ok(())
+    }
+
+    /// One process on its own link, its rows counted afresh.
+    fn alone(
+        &mut self,
+        prog: &ProgramFd,
+        tgid: u32,
+        take: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ProbeError> {
+        self.last_walks.1 += 1;
+        let rows_of = &mut self.rows_of;
+        rows_of.insert(tgid, 0);
+        walk_alone(&mut self.alone, prog, tgid, &mut |b| {
+            *rows_of.entry(u32_at(b, 4)).or_default() += 1;
+            take(b);
+        })
+    }
+
     /// This tick's steps: the processes whose rows are known and few
     /// walked together, in ranges of at most [`WALK_ROWS`] rows; the
     /// others each on its own link. In `tgids`' order.
@@ -620,9 +687,10 @@ impl TaskIter {
         }
     }
 
-    /// The rows of the watched processes' live threads: a walk of each
-    /// one's threads (links made for new ones, dropped for gone ones), or
-    /// one of every task; each row converted as it is read.
+    /// The rows of the watched processes' live threads: one walk of them
+    /// all (in ranges), a walk of each one's threads (links made for new
+    /// ones, dropped for gone ones), or one of every task; each row
+    /// converted as it is read.
     fn walk(&mut self, tgids: &BTreeSet<u32>) -> Result<Vec<TaskRow>, ProbeError> {
         let ns_per_tick = self.ns_per_tick;
         let names = &mut self.names;
@@ -646,55 +714,7 @@ impl TaskIter {
                     walk_alone(links, &self.prog, tgid, &mut take)?;
                 }
             }
-            Walk::Together(t) => {
-                let steps = t.plan(tgids)?;
-                t.last_walks = (0, 0);
-                for step in steps {
-                    match step {
-                        Step::Range(from, to) => {
-                            let (f, e) = (from as usize, to as usize);
-                            // Counted afresh: a gone one counts 0.
-                            for g in &t.listed[f..e] {
-                                t.rows_of.insert(*g, 0);
-                            }
-                            let walked = t.set_range(from, to).and_then(|()| {
-                                for b in t.link.read_marked(ROW)? {
-                                    *t.rows_of.entry(u32_at(b, 4)).or_default() += 1;
-                                    take(b);
-                                }
-                                Ok(())
-                            });
-                            t.last_walks.0 += 1;
-                            if walked.is_err() {
-                                // More rows than the iterator's buffer
-                                // holds (threads started since the last
-                                // tick), or a failed read: these
-                                // processes on their own links. (A
-                                // failed read gave no rows: the kernel
-                                // keeps a walk's rows only when all fit.)
-                                for &g in &t.listed[f..e] {
-                                    t.rows_of.remove(&g);
-                                    t.last_walks.1 += 1;
-                                    let rows_of = &mut t.rows_of;
-                                    walk_alone(&mut t.alone, &self.prog, g, &mut |b| {
-                                        *rows_of.entry(u32_at(b, 4)).or_default() += 1;
-                                        take(b);
-                                    })?;
-                                }
-                            }
-                        }
-                        Step::Alone(g) => {
-                            t.last_walks.1 += 1;
-                            let rows_of = &mut t.rows_of;
-                            rows_of.insert(g, 0);
-                            walk_alone(&mut t.alone, &self.prog, g, &mut |b| {
-                                *rows_of.entry(u32_at(b, 4)).or_default() += 1;
-                                take(b);
-                            })?;
-                        }
-                    }
-                }
-            }
+            Walk::Together(t) => t.read(tgids, &self.prog, &mut take)?,
         }
         Ok(rows)
     }

@@ -371,8 +371,9 @@ struct {
  * program's loader (aya) cannot link an `extern __ksym` call, so each call
  * is the instruction itself (BPF_CALL, src_reg BPF_PSEUDO_KFUNC_CALL) with
  * a placeholder id, which kitty replaces with the function's id in the
- * kernel's BTF before the object is loaded (tasks.rs, `KFUNCS`; same
- * order). A kernel without them refuses this program only. */
+ * kernel's BTF before the object is loaded (kfuncs.rs; tasks.rs's
+ * `WALK_KFUNCS` in the same order, n a single digit from 1). A kernel
+ * without them refuses this program only. */
 #define KFUNC_CALL(n) ".8byte 0x7fff000" #n "00002085"
 #define CLOBBERS "r0", "r1", "r2", "r3", "r4", "r5", "memory"
 

@@ -127,11 +127,11 @@ fn percentiles(hists: &Histograms, have: &Signals, at_most_max: bool, sig: &mut 
     }
 }
 
-/// What `f`'s ranks' left-out values are recomputed as: from `basis`
-/// (the frame before) and from `f` itself.
 /// Room for a rank's recomputed values (see [`predicted`]).
 const RANK_PREDICTED: usize = 3 * PERCENTILES.len() + COUNTER_RATE_SIGNALS + TcpDeltas::SIGNALS;
 
+/// What `f`'s ranks' left-out values are recomputed as: from `basis`
+/// (the frame before) and from `f` itself.
 fn predicted(basis: &Basis, f: &Frame, what: Recomputed) -> Vec<Predicted> {
     let dt = f.mono_ns.saturating_sub(basis.mono_ns) as f64 / 1e9;
     f.ranks
