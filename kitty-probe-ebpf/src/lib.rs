@@ -18,6 +18,7 @@ pub mod profile;
 pub mod rtt;
 pub mod runq;
 pub mod tasks;
+mod tcp_socks;
 mod watched;
 
 pub use load::ProbeError;

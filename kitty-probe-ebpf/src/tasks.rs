@@ -13,10 +13,12 @@
 //! iterator on a link and reads the rows ([`IterLink`]). Another program
 //! walks one watched process's open files (`iter/task_file`, linked per
 //! process only) for the sampler's fd inventory
-//! ([`TaskCounters::open_files`]).
+//! ([`TaskCounters::open_files`]), and a third reads the TCP sockets those
+//! walks found, each tick ([`crate::tcp_socks`]).
 
 use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
+use crate::tcp_socks::TcpSocks;
 use crate::watched::WatchedSet;
 use aya::maps::{Array, MapData};
 use aya::programs::{Iter, ProgramFd};
@@ -25,6 +27,7 @@ use kitty_core::sources::clock_ticks;
 use kitty_core::sources::rdma::uverbs_of_link;
 use kitty_core::sources::tasks::{
     state_letter, FdInventory, NodeProcess, Placement, ProcessPart, TaskCounters, TaskRow,
+    TcpSockets,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsFd;
@@ -59,7 +62,8 @@ const FILES_PROGRAM: &str = "kitty_task_files";
 
 /// Must match `struct file_row` in bpf/tasks.bpf.c: fd, kind, ino, then
 /// a socket's `struct socket_kind` (family, type, protocol: u16 each;
-/// state, known: u8 each) or anything else's name[16], dir[16].
+/// state, known: u8 each; its address, u64) or anything else's name[16],
+/// dir[16].
 const FILE_ROW: usize = 48;
 /// `kind`: a socket (by inode), or anything else (by its names).
 const FILE_SOCKET: u32 = 1;
@@ -238,6 +242,9 @@ pub struct TaskIter {
     /// `kitty_task_files`, linked per watched process when first walked,
     /// or why not (the fd scan then reads /proc/<pid>/fd).
     files: Result<FileWalk, String>,
+    /// `kitty_tcp_walk` over the TCP sockets the file walks found, or why
+    /// not (the socket phase then asks sock_diag).
+    sockets: Result<TcpSocks, String>,
     watched: WatchedSet,
     ns_per_tick: u64,
     /// The last walk's names, in its order (one a row): a thread that kept
@@ -249,6 +256,11 @@ pub struct TaskIter {
 struct FileWalk {
     prog: ProgramFd,
     links: BTreeMap<u32, IterLink>,
+    /// Each process's connectable TCP sockets at its last walk: (the
+    /// socket's address, its inode), for the socket run.
+    tcp: BTreeMap<u32, Vec<(u64, u64)>>,
+    /// All of them, listed for a run (kept: filled again each tick).
+    listed: Vec<(u64, u64)>,
 }
 
 impl FileWalk {
@@ -269,10 +281,13 @@ impl FileWalk {
         let mut walk = FileWalk {
             prog,
             links: BTreeMap::new(),
+            tcp: BTreeMap::new(),
+            listed: Vec::new(),
         };
         walk.inventory(std::process::id())
             .map_err(|e| e.at("iter/task_file").to_string())?;
         walk.links.clear();
+        walk.tcp.clear();
         Ok(walk)
     }
 
@@ -284,7 +299,17 @@ impl FileWalk {
                 v.insert(IterLink::new(self.prog.as_fd(), Target::Process(tgid))?)
             }
         };
-        Ok(inventory(link.read(FILE_ROW)?))
+        let rows = link.read(FILE_ROW)?;
+        let tcp = self.tcp.entry(tgid).or_default();
+        tcp.clear();
+        tcp.extend(
+            rows.clone()
+                .filter(|b| u32_at(b, 4) == FILE_SOCKET && connectable_tcp(b) == Some(true))
+                .map(|b| (u64_at(b, 24), u64_at(b, 8))),
+        );
+        tcp.sort_unstable_by_key(|(_, ino)| *ino);
+        tcp.dedup_by_key(|(_, ino)| *ino);
+        Ok(inventory(rows))
     }
 }
 
@@ -626,6 +651,10 @@ impl TaskIter {
             .map_err(|e| e.to_string());
         let linked_per_process = matches!(walk, Walk::PerProcess(_) | Walk::Together(_));
         let files = FileWalk::start(&mut ebpf, &btf, linked_per_process);
+        let sockets = match &files {
+            Ok(_) => TcpSocks::start(&mut ebpf, &btf).map_err(|e| e.to_string()),
+            Err(_) => Err("no open-files walk to find them".into()),
+        };
         let watched = WatchedSet::new(load::take_map(&mut ebpf, "watched")?);
         Ok(TaskIter {
             _ebpf: ebpf,
@@ -634,6 +663,7 @@ impl TaskIter {
             not_together: not_together.filter(|_| how == How::Together),
             node,
             files,
+            sockets,
             watched,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             names: Names::default(),
@@ -657,6 +687,12 @@ impl TaskIter {
     /// (`kitty_task_files`), or why not (it then reads /proc/<pid>/fd).
     pub fn file_walk(&self) -> Result<(), &str> {
         self.files.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Whether the watched TCP sockets are read in one run a tick
+    /// (`kitty_tcp_walk`), or why not (sock_diag then answers).
+    pub fn socket_walk(&self) -> Result<(), &str> {
+        self.sockets.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
     /// The last read's walks of several processes at once and of one
@@ -802,9 +838,13 @@ fn node_processes(rows: std::slice::ChunksExact<'_, u8>, ns_per_tick: u64) -> Ve
 impl TaskCounters for TaskIter {
     fn strategy(&self) -> String {
         let walk = self.walk_said();
-        match &self.files {
-            Ok(_) => format!("{walk}, open files by iter/task_file"),
-            Err(why) => format!("{walk}, open files from /proc ({why})"),
+        let files = match &self.files {
+            Ok(_) => "open files by iter/task_file".to_string(),
+            Err(why) => format!("open files from /proc ({why})"),
+        };
+        match &self.sockets {
+            Ok(_) => format!("{walk}, {files}, TCP sockets read in one run"),
+            Err(why) => format!("{walk}, {files}, TCP sockets from sock_diag ({why})"),
         }
     }
 
@@ -812,6 +852,7 @@ impl TaskCounters for TaskIter {
         self.watched.sync(tgids);
         if let Ok(files) = &mut self.files {
             files.links.retain(|tgid, _| tgids.contains(tgid));
+            files.tcp.retain(|tgid, _| tgids.contains(tgid));
         }
         self.walk(tgids).map_err(|e| e.to_string())
     }
@@ -824,6 +865,18 @@ impl TaskCounters for TaskIter {
     fn open_files(&mut self, tgid: u32) -> Option<Result<FdInventory, String>> {
         let files = self.files.as_mut().ok()?;
         Some(files.inventory(tgid).map_err(|e| e.to_string()))
+    }
+
+    fn tcp_sockets(&mut self) -> Option<Result<TcpSockets, String>> {
+        let (files, socks) = (self.files.as_mut().ok()?, self.sockets.as_mut().ok()?);
+        files.listed.clear();
+        for tcp in files.tcp.values() {
+            files.listed.extend_from_slice(tcp);
+        }
+        socks
+            .read(&files.listed)
+            .map_err(|e| e.to_string())
+            .transpose()
     }
 }
 

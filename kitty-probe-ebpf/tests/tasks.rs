@@ -75,7 +75,7 @@ fn iterator_and_procfs_agree_on_a_live_process() {
     let mut it = TaskIter::start().expect("the task iterator loads here");
     assert_eq!(
         it.strategy(),
-        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file"
+        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file, TCP sockets read in one run"
     );
     // The first read walks the process on its own link (its threads not
     // known yet); this second one in the one walk of every process.
@@ -341,17 +341,17 @@ fn the_walk_per_process_and_the_walk_of_every_task_agree() {
     let mut together = TaskIter::start().expect("the task iterator loads here");
     assert_eq!(
         per_process.strategy(),
-        "iter/task per process, open files by iter/task_file"
+        "iter/task per process, open files by iter/task_file, TCP sockets read in one run"
     );
     // Linux 6.7+ (CI's kernel: 6.18) walks every watched process at once.
     assert_eq!(
         together.strategy(),
-        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file"
+        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file, TCP sockets read in one run"
     );
     // Open files are walked per process only (over the node, every file).
     assert_eq!(
         node_wide.strategy(),
-        "iter/task over every task, open files from /proc (no per-process iterator links (Linux 6.1+))"
+        "iter/task over every task, open files from /proc (no per-process iterator links (Linux 6.1+)), TCP sockets from sock_diag (no open-files walk to find them)"
     );
     assert!(node_wide.open_files(std::process::id()).is_none());
 

@@ -200,7 +200,7 @@ fn the_task_iterator_and_procfs_give_the_same_signals() {
     // Linux 6.7+ (CI's kernel: 6.18): one walk of every watched process.
     assert_eq!(
         st(&via_iter)["strategy"],
-        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file"
+        "one iter/task walk of every watched process (kfuncs), open files by iter/task_file, TCP sockets read in one run"
     );
     assert_eq!(st(&via_procfs)["status"], "unavailable");
     let why = st(&via_procfs)["reason"]

@@ -129,9 +129,9 @@ catalog! {
     IoWriteBytesPerS = "io_write_bytes_per_s", RANK, "disk write", BytesPerSec, "io", "bytes written to storage";
     Fds = "fds", RANK, "fds", Count, "fd/", "open file descriptors";
     Sockets = "sockets", RANK, "sockets", Count, "fd/", "open sockets of any kind";
-    TcpSockets = "tcp_sockets", RANK, "TCP sockets", Count, "sock_diag / net/tcp", "the rank's own TCP sockets";
-    TxQueueBytes = "tx_queue_bytes", RANK, "tx queue", Bytes, "sock_diag / net/tcp", "unacknowledged bytes queued to send, summed over sockets";
-    RxQueueBytes = "rx_queue_bytes", RANK, "rx queue", Bytes, "sock_diag / net/tcp", "received bytes not yet read, summed over sockets";
+    TcpSockets = "tcp_sockets", RANK, "TCP sockets", Count, "BPF socket run / sock_diag / net/tcp", "the rank's own TCP sockets";
+    TxQueueBytes = "tx_queue_bytes", RANK, "tx queue", Bytes, "BPF socket run / sock_diag / net/tcp", "unacknowledged bytes queued to send, summed over sockets";
+    RxQueueBytes = "rx_queue_bytes", RANK, "rx queue", Bytes, "BPF socket run / sock_diag / net/tcp", "received bytes not yet read, summed over sockets";
     NotsentBytes = "notsent_bytes", RANK, "not-sent", Bytes, "tcp_info", "bytes in the send buffer not yet sent";
     RetransPerS = "retrans_per_s", RANK | SOCKET, "retransmits", PerSec, "tcp_info", "retransmitted segments of the rank's sockets";
     OutSegsPerS = "out_segs_per_s", RANK | SOCKET | NETNS, "out segments", PerSec, "tcp_info", "segments sent by the rank's sockets";

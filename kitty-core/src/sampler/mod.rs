@@ -228,7 +228,16 @@ impl Sampler {
                 });
         let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
         watch::WatchList::exited(&gone, wall, &mut events);
-        let tables = self.sockets.read(&self.cfg.roots, &samples);
+        // The watched TCP sockets in one walk, where the fd walks told
+        // them apart (and so tagged them).
+        let walked = samples
+            .iter()
+            .any(|(_, s)| s.tcp_inodes.is_some())
+            .then(|| self.tasks.tcp_sockets())
+            .flatten();
+        let tables = self
+            .sockets
+            .read(&self.cfg.roots, &samples, walked.as_ref());
         let netns = self
             .sockets
             .netns_frames(&self.cfg.roots, &samples, mono, &mut self.files);

@@ -8,6 +8,7 @@ use crate::model::{NetnsFrame, Sig, Signals, SourceStatus, Text};
 use crate::sources::kept::{Every, KeptFiles, Records};
 use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::{SockDiag, Wanted};
+use crate::sources::tasks::TcpSockets;
 use crate::sources::tcp_table::{read_tables, SocketRaw};
 use crate::sources::Roots;
 use std::collections::{BTreeMap, HashMap};
@@ -60,7 +61,16 @@ impl SocketReader {
         }
     }
 
-    pub fn read(&mut self, roots: &Roots, samples: &[Sample]) -> Tables {
+    /// Each namespace's wanted sockets: from `walked` (the task iterator's
+    /// walk of the watched TCP sockets) where the fd walks told the TCP
+    /// ones apart, sock_diag for any it does not have, /proc/<pid>/net/tcp
+    /// where sock_diag fails.
+    pub fn read(
+        &mut self,
+        roots: &Roots,
+        samples: &[Sample],
+        walked: Option<&TcpSockets>,
+    ) -> Tables {
         let mut tables = HashMap::new();
         let mut err = None;
         let spaces = namespaces(samples);
@@ -78,7 +88,23 @@ impl SocketReader {
             } else {
                 Wanted::AnySocket
             };
-            let table = if self.use_sock_diag {
+            let mut found = HashMap::new();
+            let mut wanted = wanted;
+            if let Some(walked) = walked.filter(|_| kinds == Wanted::ConnectableTcp) {
+                // A socket the walk has is done; one it does not have is
+                // not connected any more, or was never tagged: sock_diag
+                // says which (a lookup that finds nothing, when closed).
+                wanted.retain(|inode| match walked.get(inode) {
+                    Some(raw) => {
+                        found.insert(*inode, raw.clone());
+                        false
+                    }
+                    None => true,
+                });
+            }
+            let mut table = if wanted.is_empty() {
+                HashMap::new()
+            } else if self.use_sock_diag {
                 match self.sockdiag.sockets(*ns, &dir, &wanted, kinds) {
                     Ok(t) => t,
                     Err(e) => {
@@ -89,6 +115,7 @@ impl SocketReader {
             } else {
                 read_tables(&dir)
             };
+            table.extend(found);
             tables.insert(*ns, table);
         }
         let live: Vec<u64> = spaces.keys().copied().collect();
@@ -195,6 +222,70 @@ mod tests {
         ] {
             std::fs::write(net.join(f), text).unwrap();
         }
+    }
+
+    #[test]
+    fn the_walked_sockets_are_taken_and_only_the_others_asked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let roots = Roots::new(d.path());
+        std::fs::create_dir_all(d.path().join("42/net")).unwrap();
+        let table = include_str!("../../tests/fixtures/proc/net_tcp");
+        std::fs::write(d.path().join("42/net/tcp"), table).unwrap();
+        let mut established: Vec<u64> = crate::sources::tcp_table::parse_table(table)
+            .into_iter()
+            .filter(|s| s.state == "ESTABLISHED" && s.inode > 0)
+            .map(|s| s.inode)
+            .collect();
+        established.truncate(2);
+        let [a, b] = established[..] else {
+            panic!("the fixture has two established sockets")
+        };
+        let w = Watched {
+            key: ProcKey {
+                pid: 42,
+                start_time: 1,
+            },
+            comm: Text::new("rank"),
+            ppid: 1,
+            labels: Default::default(),
+            nccl: Vec::new(),
+            nic_numa: Vec::new(),
+            role: Default::default(),
+            cgroup: String::new(),
+            netns: Some(7),
+        };
+        let sample = |tcp: Option<Vec<u64>>| ProcSample {
+            socket_inodes: vec![a, b],
+            tcp_inodes: tcp,
+            ..ProcSample::default()
+        };
+        let walked_raw = |inode| SocketRaw {
+            inode,
+            local: "10.0.0.1:1".parse().unwrap(),
+            remote: "10.0.0.2:2".parse().unwrap(),
+            state: "ESTABLISHED",
+            tx_queue: 0,
+            rx_queue: 0,
+            info: Some(Default::default()),
+        };
+        // /proc/<pid>/net/tcp answers for what the walk does not have (it
+        // has no tcp_info).
+        let mut r = SocketReader::new(false);
+        let walked: TcpSockets = [(a, walked_raw(a))].into_iter().collect();
+        let tcp = [(&w, sample(Some(vec![a, b])))];
+        let t = &r.read(&roots, &tcp, Some(&walked))[&7];
+        assert_eq!(t[&a], walked_raw(a));
+        assert!(t[&b].info.is_none() && t[&b].inode == b);
+        // All walked: nothing else read (the table's other sockets absent).
+        let walked: TcpSockets = [a, b].map(|i| (i, walked_raw(i))).into_iter().collect();
+        let t = &r.read(&roots, &tcp, Some(&walked))[&7];
+        assert_eq!(t.len(), 2);
+        assert!(t.values().all(|s| s.info.is_some()));
+        // Sockets the fd scan could not tell apart (no walk of the open
+        // files, so none of them listed): the walk is not asked.
+        let any = [(&w, sample(None))];
+        let t = &r.read(&roots, &any, Some(&walked))[&7];
+        assert!(t[&a].info.is_none() && t[&b].info.is_none());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::procs::Sample;
 use crate::model::SourceStatus;
 use crate::sources::tasks::{
-    by_tgid, FdInventory, NodeProcess, RowsByTgid, TaskCounters, TaskSource,
+    by_tgid, FdInventory, NodeProcess, RowsByTgid, TaskCounters, TaskSource, TcpSockets,
 };
 use std::collections::BTreeSet;
 
@@ -47,6 +47,15 @@ impl Tasks {
     pub fn node_processes(&mut self) -> Option<Vec<NodeProcess>> {
         match self {
             Tasks::Iterator(it, _) => it.node_processes(),
+            Tasks::Procfs(_) => None,
+        }
+    }
+
+    /// The TCP sockets the open-files walks tagged, from one walk of them
+    /// (else sock_diag answers for them).
+    pub fn tcp_sockets(&mut self) -> Option<TcpSockets> {
+        match self {
+            Tasks::Iterator(it, _) => it.tcp_sockets()?.ok(),
             Tasks::Procfs(_) => None,
         }
     }

@@ -9,6 +9,7 @@
 //! ([`TaskCounters::open_files`]) for the fd inventory, instead of reading
 //! /proc/<pid>/fd and a link per fd.
 
+use super::tcp_table::SocketRaw;
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -95,6 +96,9 @@ pub fn state_letter(state: u32, exit_state: u32) -> char {
     b"RSDTtXZPI".get(i).map_or('?', |c| *c as char)
 }
 
+/// TCP sockets by inode (what [`TaskCounters::tcp_sockets`] gives).
+pub type TcpSockets = std::collections::HashMap<u64, SocketRaw>;
+
 /// Something that reads every watched thread's counters at once.
 pub trait TaskCounters: Send {
     /// How it reads them, for the source status (`iter/task`): asked once,
@@ -114,6 +118,14 @@ pub trait TaskCounters: Send {
     /// has no such walk, an error where it failed (either way the fd scan
     /// reads /proc/<pid>/fd instead).
     fn open_files(&mut self, _tgid: u32) -> Option<Result<FdInventory, String>> {
+        None
+    }
+    /// The TCP sockets the open-files walks have seen that are still
+    /// connecting, connected or closing, by inode, as sock_diag gives them,
+    /// from one walk of them all; None where this source has no such walk
+    /// or cannot say yet, an error where it failed (either way sock_diag
+    /// answers for them).
+    fn tcp_sockets(&mut self) -> Option<Result<TcpSockets, String>> {
         None
     }
 }

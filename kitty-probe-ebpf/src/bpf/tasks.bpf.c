@@ -556,6 +556,7 @@ struct socket_kind {
 	u16 protocol;
 	u8 state;
 	u8 known;        /* 1: the fields above were read */
+	u64 sk;          /* the socket's address, for kitty_tcp_walk */
 };
 
 struct file_row {
@@ -582,6 +583,7 @@ static __always_inline int socket_kind(struct file___tasks *f, struct socket_kin
 		return -1;
 	if (bpf_core_read(&sk, sizeof(sk), &s->sk) || !sk)
 		return -1;
+	k->sk = (u64)sk;
 	short type = 0;
 	if (bpf_core_read(&type, sizeof(type), &s->type) ||
 	    bpf_core_read(&k->family, sizeof(k->family), &sk->__sk_common.skc_family) ||
@@ -612,5 +614,257 @@ int kitty_task_files(struct bpf_iter__task_file *ctx)
 		bpf_probe_read_kernel_str(r.dir, sizeof(r.dir), d->d_parent->d_name.name);
 	}
 	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}
+
+/* The watched processes' TCP sockets, read each tick in one run: the
+ * user side lists each socket's address and inode, as the open-files walk
+ * gave them, in `sock_refs` (mapped into kitty), the count in
+ * `sock_count`, and links this program to its own main thread (visited
+ * once). For each socket, what sock_diag's answer says of it, read from
+ * the socket itself into `tcp_rows` (mapped too): the numbers tcp_info
+ * prints, as tcp_get_info makes them, but the three chrono times, in
+ * jiffies here with the jiffies and the clock at the row (the user side
+ * learns HZ from two runs). A socket is read by plain probe reads, and
+ * first checked to be the one listed (a socket closed since may be freed
+ * and its memory be something else now): its file's inode must be the
+ * one listed, else the row says inode 0. */
+#define SOCKS_MAX 4096
+struct sock_ref { u64 sk; u64 ino; };
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, SOCKS_MAX);
+	__type(key, u32);
+	__type(value, struct sock_ref);
+} sock_refs SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} sock_count SEC(".maps");
+
+struct minmax_sample___socks { u32 t; u32 v; } PRESERVE;
+struct minmax___socks { struct minmax_sample___socks s[3]; } PRESERVE;
+struct tcp_sock___socks {
+	u32 srtt_us;
+	u32 mdev_us;
+	u32 snd_cwnd;
+	u32 total_retrans;
+	u32 segs_out;
+	u32 segs_in;
+	u32 write_seq;
+	u32 snd_nxt;
+	u32 snd_una;
+	u32 rcv_nxt;
+	u32 copied_seq;
+	u32 rate_delivered;
+	u32 rate_interval_us;
+	u32 mss_cache;
+	u32 chrono_start;
+	u32 chrono_stat[3];
+	u8 chrono_type:2;
+	u64 bytes_acked;
+	u64 bytes_received;
+	u64 bytes_sent;
+	u64 bytes_retrans;
+	struct minmax___socks rtt_min;
+} PRESERVE;
+struct sock___socks {
+	struct sock_common __sk_common;
+	u16 sk_protocol;
+	struct socket___tasks *sk_socket;
+} PRESERVE;
+
+struct tcp_row {
+	u64 ino;              /* 0: not the socket listed any more */
+	u64 jiffies;          /* bpf_jiffies64() at the row */
+	u64 now_ns;           /* and the monotonic clock */
+	u64 bytes_acked;
+	u64 bytes_received;
+	u64 bytes_sent;
+	u64 bytes_retrans;
+	u64 delivery_rate;    /* bytes/s, as tcp_compute_delivery_rate */
+	u32 rtt_us;           /* srtt_us >> 3 */
+	u32 rttvar_us;        /* mdev_us >> 2 */
+	u32 snd_cwnd;
+	u32 total_retrans;
+	u32 segs_out;
+	u32 segs_in;
+	u32 notsent_bytes;
+	u32 min_rtt_us;
+	u32 rqueue;           /* inet_diag's idiag_rqueue, idiag_wqueue */
+	u32 wqueue;
+	u32 chrono_start;
+	u32 chrono_stat[3];   /* busy, rwnd limited, sndbuf limited */
+	u8 saddr[16];         /* IPv4: the first 4 bytes */
+	u8 daddr[16];
+	u16 sport;            /* host order */
+	u16 dport;
+	u16 family;
+	u8 state;
+	u8 chrono_type;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, SOCKS_MAX);
+	__type(key, u32);
+	__type(value, struct tcp_row);
+} tcp_rows SEC(".maps");
+
+/* Whether `sk` is still the TCP socket of the file whose inode is `ino`. */
+static __always_inline bool still_listed(struct sock___socks *sk, u64 ino)
+{
+	struct socket___tasks *s = BPF_CORE_READ(sk, sk_socket);
+	if (!s || BPF_CORE_READ(sk, sk_protocol) != 6)
+		return false;
+	struct file___tasks *f = BPF_CORE_READ(s, file);
+	if (!f)
+		return false;
+	return BPF_CORE_READ(f, f_inode, i_ino) == ino;
+}
+
+/* The socket's fields are copied in two blocks, one probe read each (its
+ * sock_common; tcp_sock's fields from the lowest to the highest of those
+ * read), not one read a field: ~8 helper calls a socket, not ~35. Where
+ * the fields lie is this kernel's (CO-RE offsets, constants once loaded);
+ * a kernel whose fields span more than a block reads them one by one. */
+#define BLOCK 1024
+struct block { u8 b[BLOCK]; };
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, struct block);
+} sock_blocks SEC(".maps");
+
+#define TP_OFF(f) ((u32)bpf_core_field_offset(struct tcp_sock___socks, f))
+#define TP_END(f) (TP_OFF(f) + (u32)bpf_core_field_size(struct tcp_sock___socks, f))
+#define SK_OFF(f) ((u32)bpf_core_field_offset(struct sock_common, f))
+#define SK_END(f) (SK_OFF(f) + (u32)bpf_core_field_size(struct sock_common, f))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* A field of the block read from `lo` (its offset less lo, a constant). */
+#define AT(blk, lo, off, type) (*(type *)((blk)->b + ((off) - (lo))))
+
+static __always_inline u32 tcp_lo(void)
+{
+	u32 lo = MIN(TP_OFF(srtt_us), TP_OFF(mdev_us));
+	lo = MIN(lo, MIN(TP_OFF(snd_cwnd), TP_OFF(total_retrans)));
+	lo = MIN(lo, MIN(TP_OFF(segs_out), TP_OFF(segs_in)));
+	lo = MIN(lo, MIN(TP_OFF(write_seq), TP_OFF(snd_nxt)));
+	lo = MIN(lo, MIN(TP_OFF(snd_una), TP_OFF(rcv_nxt)));
+	lo = MIN(lo, MIN(TP_OFF(copied_seq), TP_OFF(rate_delivered)));
+	lo = MIN(lo, MIN(TP_OFF(rate_interval_us), TP_OFF(mss_cache)));
+	lo = MIN(lo, MIN(TP_OFF(chrono_start), TP_OFF(chrono_stat)));
+	lo = MIN(lo, MIN(TP_OFF(bytes_acked), TP_OFF(bytes_received)));
+	lo = MIN(lo, MIN(TP_OFF(bytes_sent), TP_OFF(bytes_retrans)));
+	lo = MIN(lo, TP_OFF(rtt_min));
+	return lo & ~7;
+}
+
+static __always_inline u32 tcp_hi(void)
+{
+	u32 hi = MAX(TP_END(srtt_us), TP_END(mdev_us));
+	hi = MAX(hi, MAX(TP_END(snd_cwnd), TP_END(total_retrans)));
+	hi = MAX(hi, MAX(TP_END(segs_out), TP_END(segs_in)));
+	hi = MAX(hi, MAX(TP_END(write_seq), TP_END(snd_nxt)));
+	hi = MAX(hi, MAX(TP_END(snd_una), TP_END(rcv_nxt)));
+	hi = MAX(hi, MAX(TP_END(copied_seq), TP_END(rate_delivered)));
+	hi = MAX(hi, MAX(TP_END(rate_interval_us), TP_END(mss_cache)));
+	hi = MAX(hi, MAX(TP_END(chrono_start), TP_END(chrono_stat)));
+	hi = MAX(hi, MAX(TP_END(bytes_acked), TP_END(bytes_received)));
+	hi = MAX(hi, MAX(TP_END(bytes_sent), TP_END(bytes_retrans)));
+	return MAX(hi, TP_END(rtt_min));
+}
+
+static __always_inline u32 sk_hi(void)
+{
+	u32 hi = MAX(SK_END(skc_daddr), SK_END(skc_rcv_saddr));
+	hi = MAX(hi, MAX(SK_END(skc_dport), SK_END(skc_num)));
+	hi = MAX(hi, MAX(SK_END(skc_family), SK_END(skc_state)));
+	return MAX(hi, MAX(SK_END(skc_v6_daddr), SK_END(skc_v6_rcv_saddr)));
+}
+
+static long read_socket(u32 i, void *unused)
+{
+	u32 zero = 0, one = 1;
+	struct sock_ref *ref = bpf_map_lookup_elem(&sock_refs, &i);
+	struct tcp_row *r = bpf_map_lookup_elem(&tcp_rows, &i);
+	struct block *tb = bpf_map_lookup_elem(&sock_blocks, &zero);
+	struct block *sb = bpf_map_lookup_elem(&sock_blocks, &one);
+	if (!ref || !r || !tb || !sb)
+		return 1;
+	struct sock___socks *sk = (void *)ref->sk;
+	struct tcp_sock___socks *tp = (void *)ref->sk;
+	r->ino = 0;
+	if (!sk || !still_listed(sk, ref->ino))
+		return 0;
+	u32 lo = tcp_lo(), hi = tcp_hi();
+	if (hi - lo > BLOCK || sk_hi() > BLOCK)
+		return 0;
+	if (bpf_probe_read_kernel(tb->b, hi - lo, (void *)tp + lo) ||
+	    bpf_probe_read_kernel(sb->b, sk_hi(), sk))
+		return 0;
+	r->ino = ref->ino;
+	r->jiffies = bpf_jiffies64();
+	r->now_ns = bpf_ktime_get_ns();
+	r->bytes_acked = AT(tb, lo, TP_OFF(bytes_acked), u64);
+	r->bytes_received = AT(tb, lo, TP_OFF(bytes_received), u64);
+	r->bytes_sent = AT(tb, lo, TP_OFF(bytes_sent), u64);
+	r->bytes_retrans = AT(tb, lo, TP_OFF(bytes_retrans), u64);
+	r->rtt_us = AT(tb, lo, TP_OFF(srtt_us), u32) >> 3;
+	r->rttvar_us = AT(tb, lo, TP_OFF(mdev_us), u32) >> 2;
+	r->snd_cwnd = AT(tb, lo, TP_OFF(snd_cwnd), u32);
+	r->total_retrans = AT(tb, lo, TP_OFF(total_retrans), u32);
+	r->segs_out = AT(tb, lo, TP_OFF(segs_out), u32);
+	r->segs_in = AT(tb, lo, TP_OFF(segs_in), u32);
+	/* rtt_min.s[0].v: the minmax's first sample's value. */
+	r->min_rtt_us = AT(tb, lo, TP_OFF(rtt_min) + 4, u32);
+	u32 write_seq = AT(tb, lo, TP_OFF(write_seq), u32);
+	s32 notsent = write_seq - AT(tb, lo, TP_OFF(snd_nxt), u32);
+	r->notsent_bytes = notsent > 0 ? notsent : 0;
+	r->wqueue = write_seq - AT(tb, lo, TP_OFF(snd_una), u32);
+	s32 rqueue = AT(tb, lo, TP_OFF(rcv_nxt), u32) - AT(tb, lo, TP_OFF(copied_seq), u32);
+	r->rqueue = rqueue > 0 ? rqueue : 0;
+	u32 rate = AT(tb, lo, TP_OFF(rate_delivered), u32);
+	u32 intv = AT(tb, lo, TP_OFF(rate_interval_us), u32);
+	r->delivery_rate = 0;
+	if (rate && intv)
+		r->delivery_rate = (u64)rate * AT(tb, lo, TP_OFF(mss_cache), u32) * 1000000 / intv;
+	r->chrono_start = AT(tb, lo, TP_OFF(chrono_start), u32);
+	r->chrono_stat[0] = AT(tb, lo, TP_OFF(chrono_stat), u32);
+	r->chrono_stat[1] = AT(tb, lo, TP_OFF(chrono_stat) + 4, u32);
+	r->chrono_stat[2] = AT(tb, lo, TP_OFF(chrono_stat) + 8, u32);
+	r->chrono_type = BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
+	r->family = AT(sb, 0, SK_OFF(skc_family), u16);
+	r->state = AT(sb, 0, SK_OFF(skc_state), u8);
+	r->sport = AT(sb, 0, SK_OFF(skc_num), u16);
+	r->dport = __builtin_bswap16(AT(sb, 0, SK_OFF(skc_dport), u16));
+	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
+	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
+	if (r->family == 10) {
+		__builtin_memcpy(r->saddr, sb->b + SK_OFF(skc_v6_rcv_saddr), 16);
+		__builtin_memcpy(r->daddr, sb->b + SK_OFF(skc_v6_daddr), 16);
+	} else {
+		__builtin_memcpy(r->saddr, sb->b + SK_OFF(skc_rcv_saddr), 4);
+		__builtin_memcpy(r->daddr, sb->b + SK_OFF(skc_daddr), 4);
+	}
+	return 0;
+}
+
+SEC("iter/task")
+int kitty_tcp_walk(struct bpf_iter__task *ctx)
+{
+	u32 zero = 0;
+	if (!ctx->task)
+		return 0;
+	u32 *n = bpf_map_lookup_elem(&sock_count, &zero);
+	if (!n)
+		return 0;
+	bpf_loop(*n < SOCKS_MAX ? *n : SOCKS_MAX, read_socket, 0, 0);
 	return 0;
 }

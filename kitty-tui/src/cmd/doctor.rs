@@ -63,11 +63,15 @@ fn task_iter(off: bool) -> Result<String, String> {
                 Ok(()) => "open fds from one walk of each rank's files (iter/task_file)".to_string(),
                 Err(why) => format!("open fds from /proc/<pid>/fd ({why})"),
             };
-            Ok((it.read(&own)?, it.walk_said(), files, neighbours))
+            let sockets = match it.socket_walk() {
+                Ok(()) => "TCP sockets' tcp_info from one run over them all".to_string(),
+                Err(why) => format!("TCP sockets' tcp_info from sock_diag ({why})"),
+            };
+            Ok((it.read(&own)?, it.walk_said(), files, sockets, neighbours))
         })
-        .map(|(rows, how, files, neighbours)| {
+        .map(|(rows, how, files, sockets, neighbours)| {
             format!(
-                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read); {files}; {neighbours}",
+                "{how} loads: per-thread counters without procfs ({} threads of doctor itself read); {files}; {sockets}; {neighbours}",
                 rows.len()
             )
         })
