@@ -109,6 +109,23 @@ impl<T: aya::Pod> MappedArray<T> {
             .map(|p| unsafe { AtomicU32::from_ptr(p.cast::<u8>().add(offset).cast()) })
     }
 
+    /// The first `n` values in place (at most all of them), for values
+    /// the kernel is not writing meanwhile: those a program wrote in a run
+    /// that has ended (an iterator read that returned). A plain copy where
+    /// [`MappedArray::get`]'s volatile one goes a byte at a time for an
+    /// array of bytes.
+    pub fn written(&self, n: usize) -> &[T] {
+        let n = n.min(self.max_entries as usize);
+        if n == 0 || self.stride != std::mem::size_of::<T>() {
+            return &[];
+        }
+        // SAFETY: n values from the page-aligned base, inside the mapping,
+        // laid out as a slice (a stride of T's size); T is plain data; the
+        // caller's kernel program is not running (the mapping lives as
+        // long as `self`, which the slice borrows).
+        unsafe { std::slice::from_raw_parts(self.base.cast::<T>(), n) }
+    }
+
     /// Writes the value at `i` (false if out of range).
     pub fn set(&mut self, i: u32, v: T) -> bool {
         // SAFETY: as in `get`.

@@ -118,9 +118,8 @@ impl TcpSocks {
         self.count.set(0, listed.len() as u32);
         let _nothing = self.link.read(1)?;
         let mut out = TcpSockets::with_capacity(listed.len());
-        for i in 0..listed.len() as u32 {
-            let Some(b) = self.rows.get(i) else { break };
-            let row = TcpRow(&b);
+        for b in self.rows.written(listed.len()) {
+            let row = TcpRow(b);
             if row.u64(0) == 0 {
                 continue;
             }

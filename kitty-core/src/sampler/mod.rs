@@ -235,9 +235,7 @@ impl Sampler {
             .any(|(_, s)| s.tcp_inodes.is_some())
             .then(|| self.tasks.tcp_sockets())
             .flatten();
-        let tables = self
-            .sockets
-            .read(&self.cfg.roots, &samples, walked.as_ref());
+        let tables = self.sockets.read(&self.cfg.roots, &samples, walked);
         let netns = self
             .sockets
             .netns_frames(&self.cfg.roots, &samples, mono, &mut self.files);

@@ -69,7 +69,7 @@ impl SocketReader {
         &mut self,
         roots: &Roots,
         samples: &[Sample],
-        walked: Option<&TcpSockets>,
+        mut walked: Option<TcpSockets>,
     ) -> Tables {
         let mut tables = HashMap::new();
         let mut err = None;
@@ -90,13 +90,13 @@ impl SocketReader {
             };
             let mut found = HashMap::new();
             let mut wanted = wanted;
-            if let Some(walked) = walked.filter(|_| kinds == Wanted::ConnectableTcp) {
+            if let Some(walked) = walked.as_mut().filter(|_| kinds == Wanted::ConnectableTcp) {
                 // A socket the walk has is done; one it does not have is
                 // not connected any more, or was never tagged: sock_diag
                 // says which (a lookup that finds nothing, when closed).
-                wanted.retain(|inode| match walked.get(inode) {
+                wanted.retain(|inode| match walked.remove(inode) {
                     Some(raw) => {
-                        found.insert(*inode, raw.clone());
+                        found.insert(*inode, raw);
                         false
                     }
                     None => true,
@@ -273,18 +273,18 @@ mod tests {
         let mut r = SocketReader::new(false);
         let walked: TcpSockets = [(a, walked_raw(a))].into_iter().collect();
         let tcp = [(&w, sample(Some(vec![a, b])))];
-        let t = &r.read(&roots, &tcp, Some(&walked))[&7];
+        let t = &r.read(&roots, &tcp, Some(walked.clone()))[&7];
         assert_eq!(t[&a], walked_raw(a));
         assert!(t[&b].info.is_none() && t[&b].inode == b);
         // All walked: nothing else read (the table's other sockets absent).
         let walked: TcpSockets = [a, b].map(|i| (i, walked_raw(i))).into_iter().collect();
-        let t = &r.read(&roots, &tcp, Some(&walked))[&7];
+        let t = &r.read(&roots, &tcp, Some(walked.clone()))[&7];
         assert_eq!(t.len(), 2);
         assert!(t.values().all(|s| s.info.is_some()));
         // Sockets the fd scan could not tell apart (no walk of the open
         // files, so none of them listed): the walk is not asked.
         let any = [(&w, sample(None))];
-        let t = &r.read(&roots, &any, Some(&walked))[&7];
+        let t = &r.read(&roots, &any, Some(walked))[&7];
         assert!(t[&a].info.is_none() && t[&b].info.is_none());
     }
 
