@@ -228,8 +228,8 @@ impl Sampler {
                 });
         let tasks_status = self.tasks.status(rows.as_ref().err(), &samples);
         watch::WatchList::exited(&gone, wall, &mut events);
-        // The watched TCP sockets in one walk, where the fd walks told
-        // them apart (and so tagged them).
+        // The watched TCP sockets from one BPF run, where the fd walks told
+        // them apart (and so found each socket).
         let walked = samples
             .iter()
             .any(|(_, s)| s.tcp_inodes.is_some())

@@ -1,6 +1,7 @@
 //! The sockets phase: per network namespace, the watched ranks' TCP sockets
-//! (sock_diag, or /proc/<pid>/net/tcp as the fallback) and the namespace's
-//! own TCP counters (net/snmp, net/netstat), read once per namespace.
+//! (from the task iterator's run over them, sock_diag for the rest, or
+//! /proc/<pid>/net/tcp as the fallback) and the namespace's own TCP
+//! counters (net/snmp, net/netstat), read once per namespace.
 
 use super::procs::Sample;
 use crate::model::rates::rate;
@@ -62,7 +63,7 @@ impl SocketReader {
     }
 
     /// Each namespace's wanted sockets: from `walked` (the task iterator's
-    /// walk of the watched TCP sockets) where the fd walks told the TCP
+    /// run over the watched TCP sockets) where the fd walks told the TCP
     /// ones apart, sock_diag for any it does not have, /proc/<pid>/net/tcp
     /// where sock_diag fails.
     pub fn read(
@@ -91,8 +92,8 @@ impl SocketReader {
             let mut found = HashMap::new();
             let mut wanted = wanted;
             if let Some(walked) = walked.as_mut().filter(|_| kinds == Wanted::ConnectableTcp) {
-                // A socket the walk has is done; one it does not have is
-                // not connected any more, or was never tagged: sock_diag
+                // A socket the run has is done; one it does not have is
+                // not connected any more (or was not listed): sock_diag
                 // says which (a lookup that finds nothing, when closed).
                 wanted.retain(|inode| match walked.remove(inode) {
                     Some(raw) => {

@@ -51,7 +51,7 @@ impl Tasks {
         }
     }
 
-    /// The TCP sockets the open-files walks tagged, from one walk of them
+    /// The TCP sockets the open-files walks found, from one run over them
     /// (else sock_diag answers for them).
     pub fn tcp_sockets(&mut self) -> Option<TcpSockets> {
         match self {

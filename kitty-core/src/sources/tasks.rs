@@ -7,7 +7,8 @@
 //! ([`ProcessPart`]), so with them a tick reads no per-process file but
 //! the fd count. Where it can, it also walks a process's open files
 //! ([`TaskCounters::open_files`]) for the fd inventory, instead of reading
-//! /proc/<pid>/fd and a link per fd.
+//! /proc/<pid>/fd and a link per fd, and reads the TCP sockets found there
+//! each tick ([`TaskCounters::tcp_sockets`]), instead of asking sock_diag.
 
 use super::tcp_table::SocketRaw;
 use foldhash::{HashMap, HashMapExt};
@@ -122,7 +123,7 @@ pub trait TaskCounters: Send {
     }
     /// The TCP sockets the open-files walks have seen that are still
     /// connecting, connected or closing, by inode, as sock_diag gives them,
-    /// from one walk of them all; None where this source has no such walk
+    /// from one run over them all; None where this source has no such walk
     /// or cannot say yet, an error where it failed (either way sock_diag
     /// answers for them).
     fn tcp_sockets(&mut self) -> Option<Result<TcpSockets, String>> {
