@@ -14,7 +14,7 @@
 //! walks one watched process's open files (`iter/task_file`, linked per
 //! process only) for the sampler's fd inventory
 //! ([`TaskCounters::open_files`]), and a third reads the TCP sockets those
-//! walks found, each tick ([`crate::tcp_socks`]).
+//! walks found, each tick (`tcp_socks.rs`).
 
 use crate::iter_link::{IterLink, Target};
 use crate::load::{self, objects, ProbeError};
