@@ -17,8 +17,8 @@ use std::time::Duration;
     long_about = "Live straggler triage for distributed GPU training jobs.\n\n\
         Watches processes with KITTY_WATCH=1 in their environment (or --pid), compares each \
         rank with its peers and explains the outliers: CPU (schedstat, eBPF run-queue latency), \
-        network (sock_diag tcp_info, eBPF raw RTT and flows; InfiniBand/RoCE/EFA port counters \
-        from sysfs), GPU (NVML), host; NCCL's own view confirms it (Inspector: who arrives late; \
+        network (tcp_info from a BPF run over the ranks' sockets or sock_diag, eBPF raw RTT and \
+        flows; InfiniBand/RoCE/EFA port counters from sysfs), GPU (NVML), host; NCCL's own view confirms it (Inspector: who arrives late; \
         RAS: missing ranks; `F`: PyTorch Flight Recorder dumps). As root the eBPF probes load \
         (--no-ebpf to skip) and `p` profiles a rank on- and off-CPU. `cluster` shows every node \
         of a job through Prometheus. Without a subcommand, opens the live TUI.",
