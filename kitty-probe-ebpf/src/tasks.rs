@@ -259,8 +259,6 @@ struct FileWalk {
     /// Each process's connectable TCP sockets at its last walk: (the
     /// socket's address, its inode), for the socket run.
     tcp: BTreeMap<u32, Vec<(u64, u64)>>,
-    /// All of them, listed for a run (kept: filled again each tick).
-    listed: Vec<(u64, u64)>,
 }
 
 impl FileWalk {
@@ -282,7 +280,6 @@ impl FileWalk {
             prog,
             links: BTreeMap::new(),
             tcp: BTreeMap::new(),
-            listed: Vec::new(),
         };
         walk.inventory(std::process::id())
             .map_err(|e| e.at("iter/task_file").to_string())?;
@@ -299,24 +296,17 @@ impl FileWalk {
                 v.insert(IterLink::new(self.prog.as_fd(), Target::Process(tgid))?)
             }
         };
-        let rows = link.read(FILE_ROW)?;
         let tcp = self.tcp.entry(tgid).or_default();
-        tcp.clear();
-        tcp.extend(
-            rows.clone()
-                .filter(|b| u32_at(b, 4) == FILE_SOCKET && connectable_tcp(b) == Some(true))
-                .map(|b| (u64_at(b, 24), u64_at(b, 8))),
-        );
-        tcp.sort_unstable_by_key(|(_, ino)| *ino);
-        tcp.dedup_by_key(|(_, ino)| *ino);
-        Ok(inventory(rows))
+        Ok(inventory(link.read(FILE_ROW)?, tcp))
     }
 }
 
 /// The fd inventory of one walk's rows: every row an open fd, a socket's
 /// inode (and whether it is a connectable TCP socket), a verbs device by
-/// the same rule as an fd link's target.
-fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
+/// the same rule as an fd link's target; the connectable TCP sockets'
+/// (address, inode) into `tcp`, sorted by inode, each once.
+fn inventory(rows: std::slice::ChunksExact<'_, u8>, tcp: &mut Vec<(u64, u64)>) -> FdInventory {
+    tcp.clear();
     let mut inv = FdInventory {
         tcp_inodes: Some(Vec::new()),
         ..Default::default()
@@ -327,7 +317,10 @@ fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
             let inode = u64_at(b, 8);
             inv.socket_inodes.push(inode);
             match connectable_tcp(b) {
-                Some(true) => inv.tcp_inodes.iter_mut().for_each(|t| t.push(inode)),
+                Some(true) => {
+                    inv.tcp_inodes.iter_mut().for_each(|t| t.push(inode));
+                    tcp.push((u64_at(b, 24), inode));
+                }
                 Some(false) => {}
                 // One socket the walk could not tell: all of them asked.
                 None => inv.tcp_inodes = None,
@@ -340,6 +333,8 @@ fn inventory(rows: std::slice::ChunksExact<'_, u8>) -> FdInventory {
             }
         }
     }
+    tcp.sort_unstable_by_key(|(_, ino)| *ino);
+    tcp.dedup_by_key(|(_, ino)| *ino);
     inv.deduped()
 }
 
@@ -868,13 +863,9 @@ impl TaskCounters for TaskIter {
     }
 
     fn tcp_sockets(&mut self) -> Option<Result<TcpSockets, String>> {
-        let (files, socks) = (self.files.as_mut().ok()?, self.sockets.as_mut().ok()?);
-        files.listed.clear();
-        for tcp in files.tcp.values() {
-            files.listed.extend_from_slice(tcp);
-        }
+        let (files, socks) = (self.files.as_ref().ok()?, self.sockets.as_mut().ok()?);
         socks
-            .read(&files.listed)
+            .read(files.tcp.values().flatten())
             .map_err(|e| e.to_string())
             .transpose()
     }

@@ -23,8 +23,8 @@ const PROGRAM: &str = "kitty_tcp_walk";
 
 /// Must match `struct tcp_row` in bpf/tasks.bpf.c.
 const TCP_ROW: usize = 160;
-/// Sockets one run reads (`SOCKS_MAX` in bpf/tasks.bpf.c); more are left
-/// to sock_diag.
+/// Sockets one run reads (`SOCKS_MAX` in bpf/tasks.bpf.c); those listed
+/// after them are left to sock_diag.
 pub const SOCKS_MAX: usize = 4096;
 
 const AF_INET6: u16 = 10;
@@ -105,20 +105,22 @@ impl TcpSocks {
 
     /// The sockets listed (address, inode) that are still theirs and
     /// connecting, connected or closing, by inode, as sock_diag would give
-    /// them; None until the kernel's tick rate is known (a run at least
-    /// 0.2 s after the first row), or when there are more than one run
-    /// reads.
-    pub fn read(&mut self, listed: &[(u64, u64)]) -> Result<Option<TcpSockets>, ProbeError> {
-        if listed.len() > SOCKS_MAX {
-            return Ok(None);
+    /// them (the first [`SOCKS_MAX`] listed: sock_diag answers for the
+    /// rest, as for any socket not here); None until the kernel's tick
+    /// rate is known (a run at least 0.2 s after the first row).
+    pub fn read<'a>(
+        &mut self,
+        listed: impl IntoIterator<Item = &'a (u64, u64)>,
+    ) -> Result<Option<TcpSockets>, ProbeError> {
+        let mut n = 0;
+        for (sk, ino) in listed.into_iter().take(SOCKS_MAX) {
+            self.refs.set(n as u32, [*sk, *ino]);
+            n += 1;
         }
-        for (i, (sk, ino)) in listed.iter().enumerate() {
-            self.refs.set(i as u32, [*sk, *ino]);
-        }
-        self.count.set(0, listed.len() as u32);
+        self.count.set(0, n as u32);
         let _nothing = self.link.read(1)?;
-        let mut out = TcpSockets::with_capacity(listed.len());
-        for b in self.rows.written(listed.len()) {
+        let mut out = TcpSockets::with_capacity(n);
+        for b in self.rows.written(n) {
             let row = TcpRow(b);
             if row.u64(0) == 0 {
                 continue;
