@@ -80,7 +80,7 @@ impl SocketReader {
             let here = || samples.iter().filter(|(w, _)| w.netns == Some(*ns));
             // Only the TCP sockets sock_diag can find, where the fd walk
             // told them apart; every socket where it could not.
-            let wanted: Vec<u64> = here()
+            let mut wanted: Vec<u64> = here()
                 .flat_map(|(_, s)| s.tcp_inodes.as_ref().unwrap_or(&s.socket_inodes))
                 .copied()
                 .collect();
@@ -90,7 +90,6 @@ impl SocketReader {
                 Wanted::AnySocket
             };
             let mut found = HashMap::new();
-            let mut wanted = wanted;
             if let Some(walked) = walked.as_mut().filter(|_| kinds == Wanted::ConnectableTcp) {
                 // A socket the run has is done; one it does not have is
                 // not connected any more (or was not listed): sock_diag
@@ -207,6 +206,24 @@ mod tests {
     use crate::sources::discovery::Watched;
     use crate::sources::process::ProcSample;
 
+    /// The watched process both tests sample: pid 42, in namespace 7.
+    fn rank_42_in_netns_7() -> Watched {
+        Watched {
+            key: ProcKey {
+                pid: 42,
+                start_time: 1,
+            },
+            comm: Text::new("rank"),
+            ppid: 1,
+            labels: Default::default(),
+            nccl: Vec::new(),
+            nic_numa: Vec::new(),
+            role: Default::default(),
+            cgroup: String::new(),
+            netns: Some(7),
+        }
+    }
+
     /// A proc root with one process whose namespace's counters are these.
     fn write_counters(root: &std::path::Path, out_segs: u64, retrans: u64, timeouts: u64) {
         let net = root.join("42/net");
@@ -241,20 +258,7 @@ mod tests {
         let [a, b] = established[..] else {
             panic!("the fixture has two established sockets")
         };
-        let w = Watched {
-            key: ProcKey {
-                pid: 42,
-                start_time: 1,
-            },
-            comm: Text::new("rank"),
-            ppid: 1,
-            labels: Default::default(),
-            nccl: Vec::new(),
-            nic_numa: Vec::new(),
-            role: Default::default(),
-            cgroup: String::new(),
-            netns: Some(7),
-        };
+        let w = rank_42_in_netns_7();
         let sample = |tcp: Option<Vec<u64>>| ProcSample {
             socket_inodes: vec![a, b],
             tcp_inodes: tcp,
@@ -293,20 +297,7 @@ mod tests {
     fn a_namespaces_counters_are_read_every_two_seconds_and_carried_between() {
         let d = tempfile::tempdir().unwrap();
         let roots = Roots::new(d.path());
-        let w = Watched {
-            key: ProcKey {
-                pid: 42,
-                start_time: 1,
-            },
-            comm: Text::new("rank"),
-            ppid: 1,
-            labels: Default::default(),
-            nccl: Vec::new(),
-            nic_numa: Vec::new(),
-            role: Default::default(),
-            cgroup: String::new(),
-            netns: Some(7),
-        };
+        let w = rank_42_in_netns_7();
         let samples = [(&w, ProcSample::default())];
         let (mut r, mut files) = (SocketReader::new(false), KeptFiles::default());
         let at = |r: &mut SocketReader, files: &mut KeptFiles, ms: u64| {

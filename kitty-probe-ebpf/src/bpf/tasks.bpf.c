@@ -750,35 +750,30 @@ struct {
 /* A field of the block read from `lo` (its offset less lo, a constant). */
 #define AT(blk, lo, off, type) (*(type *)((blk)->b + ((off) - (lo))))
 
+/* The tcp_sock fields read, each once: the block spans them all. */
+#define TCP_FIELDS(X) \
+	X(srtt_us) X(mdev_us) X(snd_cwnd) X(total_retrans) X(segs_out) \
+	X(segs_in) X(write_seq) X(snd_nxt) X(snd_una) X(rcv_nxt) \
+	X(copied_seq) X(rate_delivered) X(rate_interval_us) X(mss_cache) \
+	X(chrono_start) X(chrono_stat) X(bytes_acked) X(bytes_received) \
+	X(bytes_sent) X(bytes_retrans) X(rtt_min)
+
 static __always_inline u32 tcp_lo(void)
 {
-	u32 lo = MIN(TP_OFF(srtt_us), TP_OFF(mdev_us));
-	lo = MIN(lo, MIN(TP_OFF(snd_cwnd), TP_OFF(total_retrans)));
-	lo = MIN(lo, MIN(TP_OFF(segs_out), TP_OFF(segs_in)));
-	lo = MIN(lo, MIN(TP_OFF(write_seq), TP_OFF(snd_nxt)));
-	lo = MIN(lo, MIN(TP_OFF(snd_una), TP_OFF(rcv_nxt)));
-	lo = MIN(lo, MIN(TP_OFF(copied_seq), TP_OFF(rate_delivered)));
-	lo = MIN(lo, MIN(TP_OFF(rate_interval_us), TP_OFF(mss_cache)));
-	lo = MIN(lo, MIN(TP_OFF(chrono_start), TP_OFF(chrono_stat)));
-	lo = MIN(lo, MIN(TP_OFF(bytes_acked), TP_OFF(bytes_received)));
-	lo = MIN(lo, MIN(TP_OFF(bytes_sent), TP_OFF(bytes_retrans)));
-	lo = MIN(lo, TP_OFF(rtt_min));
+	u32 lo = ~0u;
+#define LOWER(f) lo = MIN(lo, TP_OFF(f));
+	TCP_FIELDS(LOWER)
+#undef LOWER
 	return lo & ~7;
 }
 
 static __always_inline u32 tcp_hi(void)
 {
-	u32 hi = MAX(TP_END(srtt_us), TP_END(mdev_us));
-	hi = MAX(hi, MAX(TP_END(snd_cwnd), TP_END(total_retrans)));
-	hi = MAX(hi, MAX(TP_END(segs_out), TP_END(segs_in)));
-	hi = MAX(hi, MAX(TP_END(write_seq), TP_END(snd_nxt)));
-	hi = MAX(hi, MAX(TP_END(snd_una), TP_END(rcv_nxt)));
-	hi = MAX(hi, MAX(TP_END(copied_seq), TP_END(rate_delivered)));
-	hi = MAX(hi, MAX(TP_END(rate_interval_us), TP_END(mss_cache)));
-	hi = MAX(hi, MAX(TP_END(chrono_start), TP_END(chrono_stat)));
-	hi = MAX(hi, MAX(TP_END(bytes_acked), TP_END(bytes_received)));
-	hi = MAX(hi, MAX(TP_END(bytes_sent), TP_END(bytes_retrans)));
-	return MAX(hi, TP_END(rtt_min));
+	u32 hi = 0;
+#define HIGHER(f) hi = MAX(hi, TP_END(f));
+	TCP_FIELDS(HIGHER)
+#undef HIGHER
+	return hi;
 }
 
 static __always_inline u32 sk_hi(void)
