@@ -132,7 +132,6 @@ fn read_slots(
     seen: &mut [Seen; SLOTS],
     now: u64,
 ) -> (Charges, Vec<usize>) {
-    let mut by_task: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
     let mut charges = Charges::default();
     let mut stale = Vec::new();
     for (s, (c, was)) in table.iter().zip(seen.iter_mut()).enumerate() {
@@ -144,18 +143,25 @@ fn read_slots(
             if s == REST {
                 charges.rest_ns += d;
             } else if c.who != 0 {
-                let e = by_task.entry(c.who - 1).or_default();
-                e.0 += d;
-                e.1 = c.cpu;
+                charges.by_task.push((c.who - 1, d, c.cpu));
             }
         } else if c.who != 0 && s != REST && now.saturating_sub(was.charged_at) > FREE_AFTER_NS {
             stale.push(s);
         }
     }
-    charges.by_task = by_task
-        .into_iter()
-        .map(|(tgid, (ns, cpu))| (tgid, ns, cpu))
-        .collect();
+    // By task, a task in two slots summed with the CPU of its later slot:
+    // one vector where a tree of tasks took a node and then a vector, for
+    // every watched process every tick (the sort is stable).
+    let list = &mut charges.by_task;
+    list.sort_by_key(|w| w.0);
+    list.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+            kept.2 = later.2;
+        }
+        same
+    });
     (charges, stale)
 }
 
@@ -200,6 +206,18 @@ mod tests {
         table[2] = slot(9, 50, 1);
         let (c, _) = read_slots(&table, &mut seen, 1);
         assert_eq!(c.by_task, [(9, 150, 1)]);
+        // Another task between its two slots: each task once, by tgid,
+        // with the CPU of its later slot.
+        table[3] = slot(4, 30, 0);
+        table[5] = slot(9, 20, 0);
+        let (c, _) = read_slots(&table, &mut seen, 2);
+        assert_eq!(c.by_task, [(4, 30, 0), (9, 20, 0)]);
+        table[1].wait_ns += 5;
+        table[3].wait_ns += 7;
+        table[5].wait_ns += 1;
+        table[2].wait_ns += 2;
+        let (c, _) = read_slots(&table, &mut seen, 3);
+        assert_eq!(c.by_task, [(4, 7, 0), (9, 8, 0)]);
     }
 
     #[test]

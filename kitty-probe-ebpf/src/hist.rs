@@ -88,6 +88,15 @@ impl Hist {
         }
     }
 
+    /// Empty again, its buckets' room kept.
+    pub fn clear(&mut self) {
+        self.count = 0;
+        self.sum_us = 0;
+        self.max_us = 0;
+        self.buckets.clear();
+        self.buckets.resize(BUCKETS, 0);
+    }
+
     pub fn merge(&mut self, other: &Hist) {
         self.count += other.count;
         self.sum_us += other.sum_us;
@@ -157,6 +166,26 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_cleared_histogram_is_an_empty_one_of_the_whole_grid() {
+        let mut raw = RawHist {
+            count: 3,
+            sum_us: 30,
+            max_us: 20,
+            ..Default::default()
+        };
+        raw.buckets[5] = 2;
+        raw.buckets[9] = 1;
+        let mut h = Hist::delta(&raw, None);
+        assert!(h.percentiles().is_some());
+        h.clear();
+        assert_eq!(h, Hist::default());
+        assert_eq!(h.percentiles(), None);
+        // Still the whole grid: another's counts add in place.
+        h.merge(&Hist::delta(&raw, None));
+        assert_eq!(h.samples(), 3);
     }
 
     #[test]

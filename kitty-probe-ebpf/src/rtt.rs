@@ -98,6 +98,20 @@ pub struct RttProbe {
     /// Last p50 per rank pid and its age in ticks, to bridge a tick without
     /// an ACK on a very slow link.
     held: HashMap<u32, (f64, u32)>,
+    /// A tick's working sets, kept from tick to tick with their room: the
+    /// ports and sockets wanted, the entries not wanted, a socket's
+    /// difference and each rank's sum (histograms of 256 buckets, ten of
+    /// them zeroed and let go every tick before).
+    scratch: Scratch,
+}
+
+#[derive(Default)]
+struct Scratch {
+    ports: HashSet<u16>,
+    wanted: HashMap<SockKey, (usize, usize)>,
+    unwanted: Vec<SockKey>,
+    d: Hist,
+    own: Vec<Hist>,
 }
 
 impl RttProbe {
@@ -145,18 +159,20 @@ impl RttProbe {
             keys: HashMap::new(),
             tick: 0,
             held: HashMap::new(),
+            scratch: Scratch::default(),
         })
     }
 
-    /// Keeps the kernel's port filter equal to the watched sockets' ports.
-    fn sync_ports(&mut self, want: HashSet<u16>) {
+    /// Keeps the kernel's port filter equal to the watched sockets' ports
+    /// (`want` is left with the ports set before).
+    fn sync_ports(&mut self, want: &mut HashSet<u16>) {
         for p in want.difference(&self.ports_set) {
             let _ = self.ports.set(*p as u32, 1, 0);
         }
-        for p in self.ports_set.difference(&want) {
+        for p in self.ports_set.difference(want) {
             let _ = self.ports.set(*p as u32, 0, 0);
         }
-        self.ports_set = want;
+        std::mem::swap(&mut self.ports_set, want);
     }
 
     /// A connected socket's key (None for one without a remote end, or
@@ -193,33 +209,40 @@ impl RttProbe {
         // Last tick's readings; only the sockets seen now are kept for the next.
         self.tick += 1;
         let tick = self.tick;
-        let sockets = frame.ranks.iter().map(|r| r.sockets.len()).sum();
-        let mut ports = HashSet::with_capacity(sockets);
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.ports.clear();
+        sc.wanted.clear();
+        sc.unwanted.clear();
         // The ranks' connected sockets by their key: where each one's
         // reading goes.
-        let mut wanted: HashMap<SockKey, (usize, usize)> = HashMap::with_capacity(sockets);
         for (i, r) in frame.ranks.iter().enumerate() {
             let Some(ns) = r.netns else { continue };
             for (j, s) in r.sockets.iter().enumerate() {
                 if let Some(key) = self.key_of(ns, s) {
-                    ports.insert(key.lport);
-                    wanted.insert(key, (i, j));
+                    sc.ports.insert(key.lport);
+                    sc.wanted.insert(key, (i, j));
                 }
             }
         }
         // Per rank: the interval's histogram over its own connections.
-        let mut own: Vec<Hist> = vec![Hist::default(); frame.ranks.len()];
+        sc.own.resize_with(frame.ranks.len(), Hist::default);
+        sc.own.iter_mut().for_each(Hist::clear);
+        let Scratch {
+            wanted,
+            unwanted,
+            d,
+            own,
+            ..
+        } = &mut sc;
         let prev = &mut self.prev;
-        let mut d = Hist::default();
         let mut take = |(i, j): (usize, usize), key: SockKey, raw: RawHist| {
             let before = prev.insert(key, (raw, tick));
             d.set_delta(&raw, before.as_ref().map(|(b, _)| b));
             if let Some(p50) = d.quantile(0.5) {
                 frame.ranks[i].sockets[j].signals.set(Sig::RttP50Us, p50);
             }
-            own[i].merge(&d);
+            own[i].merge(d);
         };
-        let mut unwanted = Vec::new();
         match self.batch.as_mut().map(MapBatch::read) {
             Some(Ok(rows)) => {
                 for (k, v) in rows {
@@ -233,7 +256,7 @@ impl RttProbe {
                 }
             }
             _ => {
-                for (&key, &at) in &wanted {
+                for (&key, &at) in wanted.iter() {
                     if let Ok(raw) = self.map.get(&key, 0) {
                         take(at, key, raw);
                     }
@@ -244,12 +267,13 @@ impl RttProbe {
         // process's on a watched port) go: the map holds ~1 KB a socket
         // until its LRU evicts it, and a batch read copies every entry.
         // One that comes back starts again from zero (a new reading).
-        for key in unwanted {
+        for key in sc.unwanted.drain(..) {
             let _ = self.map.remove(&key);
         }
         self.prev.retain(|_, (_, t)| *t == tick);
         self.keys.retain(|_, (_, t)| *t == tick);
-        self.sync_ports(ports);
+        self.sync_ports(&mut sc.ports);
+        let own = &sc.own;
         for (i, r) in frame.ranks.iter_mut().enumerate() {
             let h = &own[i];
             let pid = r.key.pid;
@@ -273,7 +297,8 @@ impl RttProbe {
                 }
             }
         }
-        let live: HashSet<u32> = frame.ranks.iter().map(|r| r.key.pid).collect();
-        self.held.retain(|pid, _| live.contains(pid));
+        self.held
+            .retain(|pid, _| frame.ranks.iter().any(|r| r.key.pid == *pid));
+        self.scratch = sc;
     }
 }

@@ -152,13 +152,14 @@ impl SocketReader {
                 .netns
                 .remove(&ns)
                 .unwrap_or_else(|| Every::new(NETNS_EVERY_NS));
-            let keep = FILES.map(|f| (dir.join(f), ns));
+            let paths = FILES.map(|f| dir.join(f));
+            let keep = paths.iter().map(|p| (p.as_path(), ns));
             let read = every.at(mono, files, keep, |files, last| {
                 let mut all = BTreeMap::new();
-                for f in FILES {
+                for path in &paths {
                     // Kept under the namespace's inode: the file reads the
                     // namespace its process was in when it was opened.
-                    if let Some(t) = files.read_keyed(&dir.join(f), ns, Records::One) {
+                    if let Some(t) = files.read_keyed(path, ns, Records::One) {
                         all.extend(parse_kept(&t));
                     }
                 }

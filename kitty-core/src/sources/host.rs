@@ -5,6 +5,7 @@
 use super::kept::{Every, KeptFiles, Records};
 use super::Roots;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostSample {
@@ -71,6 +72,33 @@ const GAUGE_FILES: [&str; 5] = [
 pub struct HostReader {
     cpu: Every<HostCpu>,
     gauges: Every<HostGauges>,
+    /// The files' paths under the proc root they were made for: made once,
+    /// not joined every tick.
+    paths: Option<HostPaths>,
+}
+
+/// Where the host files are.
+struct HostPaths {
+    proc: PathBuf,
+    stat: PathBuf,
+    /// init's `net/dev` (the host's interfaces), and the proc root's own
+    /// where init's cannot be read.
+    init_dev: PathBuf,
+    dev: PathBuf,
+    /// [`GAUGE_FILES`]'s, in its order.
+    gauges: [PathBuf; GAUGE_FILES.len()],
+}
+
+impl HostPaths {
+    fn under(proc: &Path) -> HostPaths {
+        HostPaths {
+            proc: proc.to_path_buf(),
+            stat: proc.join("stat"),
+            init_dev: proc.join("1/net/dev"),
+            dev: proc.join("net/dev"),
+            gauges: GAUGE_FILES.map(|f| proc.join(f)),
+        }
+    }
 }
 
 impl Default for HostReader {
@@ -78,6 +106,7 @@ impl Default for HostReader {
         HostReader {
             cpu: Every::second_soon(CPU_EVERY_NS),
             gauges: Every::new(GAUGES_EVERY_NS),
+            paths: None,
         }
     }
 }
@@ -85,16 +114,19 @@ impl Default for HostReader {
 impl HostReader {
     /// This tick's host sample, at `mono`.
     pub fn read(&mut self, roots: &Roots, files: &mut KeptFiles, mono: u64) -> HostSample {
-        let p = &roots.proc;
+        let paths = match &mut self.paths {
+            Some(p) if p.proc == roots.proc => p,
+            slot => slot.insert(HostPaths::under(&roots.proc)),
+        };
         let mut h = HostSample::default();
-        let stat = p.join("stat");
         let mut fresh = false;
+        let stat = &paths.stat;
         h.cpu = self
             .cpu
-            .at(mono, files, [(stat.clone(), 0)], |files, _| {
+            .at(mono, files, [(stat.as_path(), 0)], |files, _| {
                 fresh = true;
                 let mut cpu = HostCpu::default();
-                if let Some(text) = files.read(&stat, Records::One) {
+                if let Some(text) = files.read(stat, Records::One) {
                     parse_stat(&text, &mut cpu);
                 }
                 cpu
@@ -104,34 +136,40 @@ impl HostReader {
         // The host's interfaces are those of init's namespace, not kitty's
         // own (init never changes namespace, so its file can be kept too).
         let dev = files
-            .read(&p.join("1/net/dev"), Records::Many)
-            .or_else(|| files.read(&p.join("net/dev"), Records::Many));
+            .read(&paths.init_dev, Records::Many)
+            .or_else(|| files.read(&paths.dev, Records::Many));
         if let Some(text) = dev {
             h.interfaces = parse_net_dev(&text);
         }
-        let keep = GAUGE_FILES.map(|f| (p.join(f), 0));
+        let gauges = &paths.gauges;
+        let keep = gauges.iter().map(|p| (p.as_path(), 0));
         h.gauges = self
             .gauges
-            .at(mono, files, keep, |files, _| read_gauges(roots, files))
+            .at(mono, files, keep, |files, _| {
+                read_gauges(roots, gauges, files)
+            })
             .clone();
         h
     }
 }
 
-fn read_gauges(roots: &Roots, files: &mut KeptFiles) -> HostGauges {
-    let p = &roots.proc;
+fn read_gauges(
+    roots: &Roots,
+    [loadavg, meminfo, psi @ ..]: &[PathBuf; GAUGE_FILES.len()],
+    files: &mut KeptFiles,
+) -> HostGauges {
     let mut g = HostGauges {
         loadavg: files
-            .read(&p.join("loadavg"), Records::One)
+            .read(loadavg, Records::One)
             .and_then(|t| parse_loadavg(&t)),
         ..Default::default()
     };
-    if let Some(text) = files.read(&p.join("meminfo"), Records::One) {
+    if let Some(text) = files.read(meminfo, Records::One) {
         [g.mem_total, g.mem_available] = meminfo_fields(&text, ["MemTotal", "MemAvailable"]);
     }
-    for (i, name) in ["cpu", "memory", "io"].iter().enumerate() {
+    for (i, path) in psi.iter().enumerate() {
         g.psi[i] = files
-            .read(&p.join("pressure").join(name), Records::One)
+            .read(path, Records::One)
             .and_then(|t| parse_psi_some(&t));
     }
     if let Some((total, used)) = statvfs(&roots.host_path("/dev/shm")) {

@@ -8,7 +8,7 @@
 //! is opened again), and a file whose meaning depends on more than its
 //! path (a process's network namespace) is kept under a key that says so.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 #[derive(Default)]
 pub struct KeptFiles {
     /// By path, then key (nearly always one): found by the caller's `&Path`
-    /// without a copy of it a read.
+    /// without a copy of it a read. foldhash: std's SipHash of a path was
+    /// ~1 % of `record`'s profile (a dozen lookups a tick).
     files: HashMap<PathBuf, Vec<(u64, Kept)>>,
     /// Where each read lands before its text is copied out at its length
     /// (not a zeroed 4 KB buffer made, and kept as the text's capacity,
@@ -148,18 +149,18 @@ impl<T> Every<T> {
     /// The reading at `mono`: the last one while it is younger than the
     /// period (the files `keep` names stay open, unread), else a new one,
     /// `read` given the last reading and when it was taken.
-    pub fn at(
+    pub fn at<'k>(
         &mut self,
         mono: u64,
         files: &mut KeptFiles,
-        keep: impl IntoIterator<Item = (PathBuf, u64)>,
+        keep: impl IntoIterator<Item = (&'k Path, u64)>,
         read: impl FnOnce(&mut KeptFiles, Option<(u64, T)>) -> T,
     ) -> &T {
         let second = self.second_soon && self.last.is_some();
         let (at, reading) = match self.last.take() {
             Some((at, last)) if !second && mono.saturating_sub(at) < self.period_ns => {
                 for (path, key) in keep {
-                    if let Some(kept) = kept_in(&mut files.files, &path, key) {
+                    if let Some(kept) = kept_in(&mut files.files, path, key) {
                         kept.used = true;
                     }
                 }
@@ -224,7 +225,7 @@ mod tests {
         let mut files = KeptFiles::default();
         let mut every = Every::new(2_000);
         let mut at = |files: &mut KeptFiles, mono| {
-            let keep = [(path.clone(), 0)];
+            let keep = [(path.as_path(), 0)];
             let r = every.at(mono, files, keep, |files, last| {
                 let now: u64 = files
                     .read(&path, Records::One)
