@@ -5,9 +5,9 @@
 # (the recorder's encode, zstd and write, and dropping the frame). Mean
 # and median over the ticks after the first ten. A count of CPU by stage,
 # where a profile gives shares of samples. Needs root for the probes.
-# INTERVAL=100ms samples faster: a tick at 100 ms costs what one at 500 ms
-# does (817 against 839 us, median), so the cost is the work, not caches
-# gone cold between ticks.
+# INTERVAL=100ms samples faster (a tick at 100 ms cost what one at 500 ms
+# does: 817 against 839 us, median; what a tick done again at once is
+# spared is gone within 100 ms).
 #   scripts/stage-times.sh BIN [SECONDS] [RECORD_ARGS...]
 #   INTERVAL=100ms scripts/stage-times.sh BIN [SECONDS] [RECORD_ARGS...]
 set -euo pipefail
