@@ -13,6 +13,7 @@ use crate::load::{self, ProbeError};
 use crate::mapped::MappedArray;
 use aya::programs::Iter;
 use aya::Ebpf;
+use foldhash::HashMapExt;
 use kitty_core::model::TcpInfo;
 use kitty_core::sources::tasks::TcpSockets;
 use kitty_core::sources::tcp_table::{state_name, SocketRaw};

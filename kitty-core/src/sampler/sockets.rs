@@ -10,7 +10,7 @@ use crate::sources::kept::{Every, KeptFiles, Records};
 use crate::sources::netstat::parse_kept;
 use crate::sources::sockdiag::{SockDiag, Wanted};
 use crate::sources::tasks::TcpSockets;
-use crate::sources::tcp_table::{read_tables, SocketRaw};
+use crate::sources::tcp_table::{read_tables, SocketTable};
 use crate::sources::Roots;
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,7 +39,7 @@ pub(super) struct NetnsRead {
 }
 
 /// inode -> socket, per network namespace.
-pub(super) type Tables = HashMap<u64, HashMap<u64, SocketRaw>>;
+pub(super) type Tables = HashMap<u64, SocketTable>;
 
 /// The namespaces of this tick's samples, with their processes' pids.
 fn namespaces(samples: &[Sample]) -> BTreeMap<u64, Vec<u32>> {
@@ -103,7 +103,7 @@ impl SocketReader {
                 });
             }
             let mut table = if wanted.is_empty() {
-                HashMap::new()
+                SocketTable::default()
             } else if self.use_sock_diag {
                 match self.sockdiag.sockets(*ns, &dir, &wanted, kinds) {
                     Ok(t) => t,
@@ -206,6 +206,7 @@ mod tests {
     use crate::model::ProcKey;
     use crate::sources::discovery::Watched;
     use crate::sources::process::ProcSample;
+    use crate::sources::tcp_table::SocketRaw;
 
     /// The watched process both tests sample: pid 42, in namespace 7.
     fn rank_42_in_netns_7() -> Watched {

@@ -7,7 +7,8 @@
 //! is shared by every rank of a pod.
 
 use super::inet_diag::{messages, Answer};
-use super::tcp_table::SocketRaw;
+use super::tcp_table::SocketTable;
+use foldhash::HashMapExt;
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_sock_diag::{
     constants::{AF_INET, AF_INET6, IPPROTO_TCP},
@@ -102,9 +103,9 @@ impl SockDiag {
     }
 
     /// All TCP sockets (v4 and v6) of the namespace that `pid_dir`'s process lives in.
-    pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<HashMap<u64, SocketRaw>> {
+    pub fn dump(&mut self, netns: u64, pid_dir: &Path) -> Result<SocketTable> {
         let ns = self.ns(netns, pid_dir)?;
-        let mut out = HashMap::new();
+        let mut out = SocketTable::new();
         let mut ids = HashMap::new();
         for family in [AF_INET, AF_INET6] {
             if let Err(e) = dump_family(&mut ns.sock, &mut ns.rx, family, &mut out, &mut ids) {
@@ -127,7 +128,7 @@ impl SockDiag {
         pid_dir: &Path,
         wanted: &[u64],
         kinds: Wanted,
-    ) -> Result<HashMap<u64, SocketRaw>> {
+    ) -> Result<SocketTable> {
         let ns = self.ns(netns, pid_dir)?;
         let fresh = ns
             .dumped_at
@@ -153,7 +154,7 @@ impl SockDiag {
             .iter()
             .filter_map(|i| ns.ids.get(i).map(Vec::as_slice))
             .collect();
-        let mut out = HashMap::with_capacity(ids.len());
+        let mut out = SocketTable::with_capacity(ids.len());
         for chunk in ids.chunks(BATCH) {
             if let Err(e) = query_exact(&mut ns.sock, &mut ns.rx, chunk, &mut out) {
                 self.by_netns.remove(&netns);
@@ -192,7 +193,7 @@ fn dump_family(
     sock: &mut Socket,
     rx: &mut [u8],
     family: u8,
-    out: &mut HashMap<u64, SocketRaw>,
+    out: &mut SocketTable,
     ids: &mut HashMap<u64, Vec<u8>>,
 ) -> Result<()> {
     let socket_id = if family == AF_INET {
@@ -267,7 +268,7 @@ fn query_exact(
     sock: &mut Socket,
     rx: &mut [u8],
     requests: &[&[u8]],
-    out: &mut HashMap<u64, SocketRaw>,
+    out: &mut SocketTable,
 ) -> Result<()> {
     let buf = requests.concat();
     sock.send(&buf, 0)

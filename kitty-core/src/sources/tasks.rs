@@ -10,7 +10,6 @@
 //! /proc/<pid>/fd and a link per fd, and reads the TCP sockets found there
 //! each tick ([`TaskCounters::tcp_sockets`]), instead of asking sock_diag.
 
-use super::tcp_table::SocketRaw;
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -98,7 +97,7 @@ pub fn state_letter(state: u32, exit_state: u32) -> char {
 }
 
 /// TCP sockets by inode (what [`TaskCounters::tcp_sockets`] gives).
-pub type TcpSockets = std::collections::HashMap<u64, SocketRaw>;
+pub type TcpSockets = super::tcp_table::SocketTable;
 
 /// Something that reads every watched thread's counters at once.
 pub trait TaskCounters: Send {
