@@ -57,7 +57,9 @@ pub const GAUGES_EVERY_NS: u64 = 2_000_000_000;
 /// over the 2 s since the one before.
 pub const CPU_EVERY_NS: u64 = GAUGES_EVERY_NS;
 
-/// The slower files, by path under the proc root.
+/// The slower files, by path under the proc root, in the order
+/// [`read_gauges`] takes them: loadavg, meminfo, then PSI's cpu, memory
+/// and io (the order of [`HostGauges::psi`]).
 const GAUGE_FILES: [&str; 5] = [
     "loadavg",
     "meminfo",
