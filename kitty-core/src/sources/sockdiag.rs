@@ -259,9 +259,9 @@ fn request(family: u8, socket_id: SocketId, flags: u16) -> Vec<u8> {
 }
 
 /// Looks up each socket by its full id (addresses, ports, cookie), with
-/// the requests built at the dump: one sendmsg for the batch, one answer
+/// the requests built at the dump: one send for the batch, one answer
 /// (or an error for a closed socket) each, counted, not matched by number.
-/// The kernel answers every request within the sendmsg, so the answers are
+/// The kernel answers every request within the send, so the answers are
 /// taken many to a `recvmmsg` (a `recv` each was 16 syscalls a tick for the
 /// 8-rank ring).
 fn query_exact(
