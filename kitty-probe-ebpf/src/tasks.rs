@@ -304,7 +304,8 @@ impl FileWalk {
 /// The fd inventory of one walk's rows: every row an open fd, a socket's
 /// inode (and whether it is a connectable TCP socket), a verbs device by
 /// the same rule as an fd link's target; the connectable TCP sockets'
-/// (address, inode) into `tcp`, sorted by inode, each once.
+/// (address, inode) into `tcp`, sorted by inode, each once (none when a
+/// socket could not be told apart).
 fn inventory(rows: std::slice::ChunksExact<'_, u8>, tcp: &mut Vec<(u64, u64)>) -> FdInventory {
     tcp.clear();
     let mut inv = FdInventory {
@@ -332,6 +333,11 @@ fn inventory(rows: std::slice::ChunksExact<'_, u8>, tcp: &mut Vec<(u64, u64)>) -
                 inv.uverbs.push(n);
             }
         }
+    }
+    if inv.tcp_inodes.is_none() {
+        // sock_diag answers for every socket of this process's namespace:
+        // none of them is worth the run's time.
+        tcp.clear();
     }
     tcp.sort_unstable_by_key(|(_, ino)| *ino);
     tcp.dedup_by_key(|(_, ino)| *ino);
@@ -911,6 +917,49 @@ mod tests {
         assert!(!Arc::ptr_eq(&moved, &renamed));
         names.start();
         assert!(Arc::ptr_eq(&names.name(11, &comm("loader")), &moved));
+    }
+
+    /// A file row: a socket (family, type, protocol, state, whether the
+    /// walk could tell them, its address), or a plain file.
+    fn file_row(ino: u64, socket: Option<(u16, u16, u16, u8, u8, u64)>) -> Vec<u8> {
+        let mut b = vec![0u8; FILE_ROW];
+        b[8..16].copy_from_slice(&ino.to_ne_bytes());
+        if let Some((family, kind, protocol, state, known, sk)) = socket {
+            b[4..8].copy_from_slice(&FILE_SOCKET.to_ne_bytes());
+            b[16..18].copy_from_slice(&family.to_ne_bytes());
+            b[18..20].copy_from_slice(&kind.to_ne_bytes());
+            b[20..22].copy_from_slice(&protocol.to_ne_bytes());
+            (b[22], b[23]) = (state, known);
+            b[24..32].copy_from_slice(&sk.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn the_connectable_tcp_sockets_are_listed_for_the_run_unless_one_socket_is_unknown() {
+        const ESTABLISHED: u8 = 1;
+        const LISTEN: u8 = 10;
+        let tcp_v4 = |ino, state, sk| file_row(ino, Some((2, 1, 6, state, 1, sk)));
+        let mut rows = [
+            tcp_v4(30, ESTABLISHED, 0xa0),
+            file_row(5, None),
+            tcp_v4(20, ESTABLISHED, 0xb0),
+            tcp_v4(40, LISTEN, 0xc0),
+            file_row(50, Some((1, 1, 0, 0, 1, 0xd0))), // a unix socket
+            tcp_v4(20, ESTABLISHED, 0xb0),             // a dup'ed fd
+        ]
+        .concat();
+        let mut tcp = vec![(1, 1)];
+        let inv = inventory(rows.chunks_exact(FILE_ROW), &mut tcp);
+        assert_eq!(inv.count, 6);
+        assert_eq!(inv.tcp_inodes, Some(vec![20, 30]));
+        assert_eq!(tcp, [(0xb0, 20), (0xa0, 30)], "by inode, each once");
+        // A socket the walk could not tell apart: sock_diag answers for
+        // all of them, and the run is given none.
+        rows.extend(file_row(60, Some((2, 1, 6, ESTABLISHED, 0, 0xe0))));
+        let inv = inventory(rows.chunks_exact(FILE_ROW), &mut tcp);
+        assert_eq!(inv.tcp_inodes, None);
+        assert!(tcp.is_empty());
     }
 
     #[test]
